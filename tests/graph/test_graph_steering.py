@@ -791,10 +791,19 @@ async def test_a_task_command_reaches_the_interrupt_inside_its_sub_graph(
     assert result.output["log"] == ["j1:True", "j2:False"]
 
 
-def reviewed(**sub_compile: Any) -> Any:
-    """START → sub (a sub-graph compiled with ``sub_compile`` whose ``review`` asks "ok?")."""
+async def _resting(handle: Any) -> None:
+    """Until the run rests on its interrupts (its status, which no event says)."""
+    while handle.status is not RunStatus.INTERRUPTED:  # noqa: ASYNC110
+        await asyncio.sleep(0.01)
 
-    def review(state: Any) -> dict[str, Any]:
+
+def reviewed(gate: asyncio.Event | None = None, **sub_compile: Any) -> Any:
+    """START → sub (a sub-graph compiled with ``sub_compile`` whose ``review`` asks "ok?",
+    once ``gate`` is set)."""
+
+    async def review(state: Any) -> dict[str, Any]:
+        if gate is not None:
+            await gate.wait()
         return {"log": [f"review:{interrupt('ok?')['approved']}"]}
 
     child = StateGraph(LogState).add_node("review", review).add_edge(START, "review")
@@ -805,24 +814,40 @@ def reviewed(**sub_compile: Any) -> Any:
 
 @pytest.mark.parametrize("persistent", [True, None])
 @pytest.mark.parametrize("kind", [SteeringKind.APPROVE, SteeringKind.REJECT])
+@pytest.mark.parametrize("sent", ["at_rest", "while_running"])
 async def test_a_task_command_reaches_the_interrupt_of_its_persistent_sub_graph(
-    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder, persistent: Any, kind: SteeringKind
+    rt: Runtime,
+    waiter: EventWaiter,
+    recorder: EventRecorder,
+    persistent: Any,
+    kind: SteeringKind,
+    sent: str,
 ) -> None:
     """The calling task's id names the question its sub-graph asks. A ``checkpointer=True``
     sub-graph's namespace has no task ids (``"sub"``): the answer was refused at submit as
-    one its task does not ask (the run rests), where a per-call sub-graph's is applied. The
-    task holding the question names it either way."""
-    graph = reviewed(checkpointer=persistent)
+    one its task does not ask (the run rests), or accepted while the task ran and failed
+    when it landed, where a per-call sub-graph's is applied. The task holding the question
+    names it either way."""
+    gate = asyncio.Event()
+    graph = reviewed(gate, checkpointer=persistent)
     handle = await rt.start_graph(graph, {}, thread_id="t")
     started = await waiter.event("graph.task_started", handle.run_id, node="sub")
-    await waiter.event("graph.interrupt", handle.run_id)
-    [question] = (await graph.get_state("t")).interrupts
-    assert (question.ns == "sub") is bool(persistent)
     answer = command(SteeringTarget.graph_task(handle.run_id, started.task_id), kind)
-    receipt = await rt.submit(answer)
+    if sent == "while_running":
+        receipt = await rt.submit(answer)
+        gate.set()
+    else:
+        gate.set()
+        await waiter.event("graph.interrupt", handle.run_id)
+        await asyncio.wait_for(_resting(handle), 60)
+        receipt = await rt.submit(answer)
     assert receipt.status == "accepted", receipt.reason
     applied = await waiter.event("steering.applied", correlation_id=answer.correlation_id)
-    assert applied.affected["interrupt_id"] == question.id
+    [question] = [
+        e for e in recorder.events if e.type == "graph.interrupt" and e.offset < applied.offset
+    ]
+    assert (question.data["ns"] == "sub") is bool(persistent)
+    assert applied.affected["interrupt_id"] == question.data["interrupt_id"]
     assert applied.affected["task_id"] == question.task_id
     result = await handle.result()
     assert result.status is RunStatus.COMPLETED
