@@ -882,6 +882,119 @@ async def test_a_task_command_to_a_foreground_run_resting_in_a_persistent_sub_gr
     recorder.assert_every_command_terminal()
 
 
+def nested_reviewed(gate: asyncio.Event | None = None) -> Any:
+    """START → outer (a per-call sub-graph) whose node ``mid`` runs a ``checkpointer=True``
+    sub-graph whose ``review`` asks "ok?" (once ``gate`` is set): the question's namespace,
+    ``"outer|mid"``, names neither enclosing task."""
+
+    async def review(state: Any) -> dict[str, Any]:
+        if gate is not None:
+            await gate.wait()
+        return {"log": [f"review:{interrupt('ok?')['approved']}"]}
+
+    inner = StateGraph(LogState).add_node("review", review).add_edge(START, "review")
+    mid = inner.add_edge("review", END).compile(checkpointer=True)
+    outer = StateGraph(LogState).add_node("mid", mid).add_edge(START, "mid").compile()
+    graph = StateGraph(LogState).add_node("outer", outer).add_edge(START, "outer")
+    return graph.add_edge("outer", END).compile(checkpointer=MemoryCheckpointer())
+
+
+async def _enclosing_tasks(graph: Any, thread_id: str) -> tuple[str, str]:
+    """The ids of the top-level task ``outer`` and of its sub-graph's task ``mid``."""
+    snapshot = await graph.get_state(thread_id, subgraphs=True)
+    [outer] = snapshot.tasks
+    [mid] = outer.state.tasks
+    assert (outer.name, mid.name) == ("outer", "mid")
+    return outer.id, mid.id
+
+
+@pytest.mark.parametrize("level", ["top", "enclosing", "own"])
+@pytest.mark.parametrize("kind", [SteeringKind.APPROVE, SteeringKind.REJECT])
+async def test_a_task_command_at_any_enclosing_level_reaches_a_persistent_sub_graphs_question(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder, level: str, kind: SteeringKind
+) -> None:
+    """parent → outer (a per-call sub-graph) → mid (a ``checkpointer=True`` one that asks): the
+    namespace ``"outer|mid"`` has no task ids, so the enclosing task ``mid`` of ``outer``'s
+    sub-graph named the question nowhere and an answer to it was refused at submit. Each
+    task the question passes through names it now (``Interrupt.enclosing``), as the
+    top-level task and the asking one did already."""
+    graph = nested_reviewed()
+    handle = await rt.start_graph(graph, {}, thread_id="t")
+    question = await waiter.event("graph.interrupt", handle.run_id)
+    await asyncio.wait_for(_resting(handle), 60)
+    assert question.data["ns"] == "outer|mid"
+    outer, mid = await _enclosing_tasks(graph, "t")
+    [pending] = (await graph.get_state("t")).interrupts
+    assert pending.enclosing == (outer, mid)  # outermost first
+    task = {"top": outer, "enclosing": mid, "own": pending.task_id}[level]
+    answer = command(SteeringTarget.graph_task(handle.run_id, task), kind)
+    receipt = await rt.submit(answer)
+    assert receipt.status == "accepted", receipt.reason
+    applied = await waiter.event("steering.applied", correlation_id=answer.correlation_id)
+    assert applied.affected["interrupt_id"] == question.data["interrupt_id"]
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED
+    assert result.output["log"] == [f"review:{kind is SteeringKind.APPROVE}"]
+    recorder.assert_every_command_terminal()
+
+
+async def test_a_task_command_to_a_foreground_run_resting_two_levels_down(
+    rt: Runtime, recorder: EventRecorder
+) -> None:
+    """A foreground run resting on the question: the enclosing task's answer passes the check
+    at submit (the run read back from its checkpoint knows the question's tasks) and the
+    next run applies it."""
+    graph = nested_reviewed()
+    stopped = await graph.run({}, thread_id="t", runtime=rt)
+    assert stopped.status == "interrupted"
+    [question] = stopped.interrupts
+    _, mid = await _enclosing_tasks(graph, "t")
+    run_id = next(i.run_id for i in rt.runs.list() if i.thread_id == "t")
+    approve = command(SteeringTarget.graph_task(run_id, mid), SteeringKind.APPROVE)
+    receipt = await rt.submit(approve)
+    assert receipt.status == "accepted", receipt.reason
+    result = await graph.run(None, thread_id="t", runtime=rt)
+    assert result.status == "completed" and result.state["log"] == ["review:True"]
+    [applied] = [
+        e for e in recorder.steering(approve.correlation_id) if e.type == "steering.applied"
+    ]
+    assert applied.affected["interrupt_id"] == question.id
+    recorder.assert_every_command_terminal()
+
+
+@pytest.mark.parametrize("level", ["node", "top", "enclosing", "own"])
+async def test_a_fork_answer_at_any_enclosing_level_reaches_a_persistent_sub_graphs_question(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder, level: str
+) -> None:
+    """The same answer made against the paused checkpoint with ``fork=True``: on the fork the
+    question was matched by its own task and node only, so the top-level node (``outer``,
+    which the live run's answer reaches) found nothing there ("0 matching interrupts").
+    The fork matches as the live run does: each pending question with its top-level task."""
+    graph = nested_reviewed()
+    handle = await rt.start_graph(graph, {}, thread_id="t")
+    question = await waiter.event("graph.interrupt", handle.run_id)
+    await asyncio.wait_for(_resting(handle), 60)
+    outer, mid = await _enclosing_tasks(graph, "t")
+    if level == "node":
+        target = SteeringTarget.graph_node(handle.run_id, "outer")
+    else:
+        task = {"top": outer, "enclosing": mid, "own": question.task_id}[level]
+        target = SteeringTarget.graph_task(handle.run_id, task)
+    checkpoint = (await graph.get_state("t")).checkpoint_id
+    forked = command(target, SteeringKind.APPROVE, checkpoint_id=checkpoint, fork=True)
+    receipt = await rt.submit(forked)
+    assert receipt.status == "accepted", receipt.reason
+    assert await settled(waiter, forked.correlation_id) == "steering.applied"
+    applied = await waiter.event("steering.applied", correlation_id=forked.correlation_id)
+    fork_handle = rt.runs.get(applied.affected["fork_run_id"])
+    assert fork_handle is not None
+    fork_result = await fork_handle.result()
+    assert fork_result.status is RunStatus.COMPLETED, fork_result.error
+    assert fork_result.output["log"] == ["review:True"]
+    await handle.cancel()
+    await handle.result()
+
+
 async def test_start_graph_on_a_busy_thread_is_thread_busy_and_registers_nothing(
     rt: Runtime, waiter: EventWaiter
 ) -> None:

@@ -717,6 +717,9 @@ class GraphRun:
             if self._left_behind and self._gone(task):
                 return True
             asked = None
+            # the questions of the sub-graphs it runs, named by this task too (a persistent
+            # sub-graph's namespace names no task: ``Interrupt.enclosing``)
+            ni.interrupts = [i.held_by(task.id) for i in ni.interrupts]
             if self.checkpointer is not None:
                 try:
                     asked = interrupt_write(task.id, ni.interrupts)

@@ -3,7 +3,7 @@ typed answers of ``interrupt(value, response_schema=...)``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -19,7 +19,11 @@ class Interrupt(FrozenRecord):
     ``ns`` is empty for the graph's own nodes and ``"node:task_id"`` (``|``-joined when
     nested) for an interrupt raised inside a sub-graph. ``response_schema``: the JSON Schema
     of the answer the node expects (``interrupt(value, response_schema=...)``), for a client
-    to render a form; None when the node gave none.
+    to render a form; None when the node gave none. ``enclosing``: the ids of the tasks
+    that run the sub-graphs it was raised in (outermost first) that ``ns`` does not name: a
+    ``compile(checkpointer=True)`` sub-graph's namespace has no task ids (``"outer|review"``),
+    so the tasks calling it, and those above them, are known by this alone (a steering
+    answer sent to any of them finds the question); empty when ``ns`` names them all.
     """
 
     id: str
@@ -29,6 +33,7 @@ class Interrupt(FrozenRecord):
     ns: str = ""
     index: int = 0
     response_schema: dict[str, Any] | None = None
+    enclosing: tuple[str, ...] = field(default=(), compare=False)
     #: what checks an answer, while the process that asked holds the question (never
     #: saved): a steering answer is checked before it is recorded
     check: ResponseSchema | None = field(default=None, compare=False, repr=False)
@@ -44,11 +49,28 @@ class Interrupt(FrozenRecord):
         }
         if self.response_schema is not None:
             data["response_schema"] = self.response_schema
+        if self.enclosing:
+            data["enclosing"] = list(self.enclosing)
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Interrupt:
+        enclosing = data.get("enclosing")
+        if enclosing is not None:
+            data = {**data, "enclosing": tuple(enclosing)}
         return cls(**data)
+
+    def names_task(self, task_id: str) -> bool:
+        """Whether task ``task_id`` asks this question or runs a sub-graph it was raised in:
+        its own task, a task id of its namespace, or one of ``enclosing``."""
+        return self.task_id == task_id or f":{task_id}" in self.ns or task_id in self.enclosing
+
+    def held_by(self, task_id: str) -> Interrupt:
+        """This question as task ``task_id``, running the sub-graph that asked it, holds it:
+        with ``task_id`` in front of ``enclosing`` unless it names the task already."""
+        if self.names_task(task_id):
+            return self
+        return replace(self, enclosing=(task_id, *self.enclosing))
 
 
 #: The attribute that marks a ``ValidationError`` as an answer ``interrupt()`` refused: the

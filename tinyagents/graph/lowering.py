@@ -496,10 +496,10 @@ async def lower(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand) ->
 
 def names_task(interrupt: Interrupt, task_id: str) -> bool:
     """Whether ``interrupt`` belongs to task ``task_id``: its own, or one raised inside a
-    sub-graph that task runs (the task id is a segment of the interrupt's namespace). A
-    ``compile(checkpointer=True)`` sub-graph's namespace has no task ids (``persistent_ns``):
-    the top-level task holding its question names it too (``Pending``)."""
-    return interrupt.task_id == task_id or f":{task_id}" in interrupt.ns
+    sub-graph that task runs, at any level (a task id of the interrupt's namespace, or, as a
+    ``compile(checkpointer=True)`` sub-graph's namespace has none, one of the tasks it
+    passed through on its way up, ``Interrupt.enclosing``)."""
+    return interrupt.names_task(task_id)
 
 
 #: A pending interrupt of the paused step with the top-level task that holds it (its node,
@@ -912,8 +912,12 @@ async def _first_on_fork(
     kind = cmd.kind
     if kind in RESUME_KINDS:
         snapshot = await threads.get_state(graph, fork)
-        # (a fork's snapshot knows each question's own task and node, not the top-level one)
-        pending: list[Pending] = [(i.node, i.task_id, i) for i in snapshot.interrupts]
+        # each question with the top-level task holding it, as the live run matches it
+        # (``pending_interrupts``): the node of that task answers a sub-graph's question too
+        holder = {i.id: (t.name, t.id) for t in snapshot.tasks for i in t.interrupts}
+        pending: list[Pending] = [
+            (*holder.get(i.id, (i.node, i.task_id)), i) for i in snapshot.interrupts
+        ]
         candidates = _answered(cmd, pending)
         if again and not candidates:
             return None  # its answer was written before the crash: the run picks it up
