@@ -686,19 +686,64 @@ async def test_a_persistent_sub_graph_inside_a_default_one_keeps_its_state(
     assert (await ours.history("1", ns="outer|inner", limit=1))[0].source == "update"
 
 
-async def test_a_fork_into_a_new_thread_starts_a_persistent_sub_graph_from_nothing(
+async def test_a_fork_into_a_new_thread_carries_the_persistent_sub_graphs_state_of_then(
     checkpointer: Checkpointer,
 ) -> None:
-    # fork() copies the thread's own checkpoint, not its sub-graph namespaces: the new
-    # thread's persistent sub-graph has no state yet, as on any new thread
+    """``fork(thread_id, checkpoint_id)`` copies the thread as it was at that checkpoint into a
+    new one, and the persistent sub-graph's state of then with it: the fork's run goes on as
+    LangGraph's replay of that checkpoint in the thread itself (``ReplayState``; LangGraph has
+    no copy into another thread: its savers do not implement ``copy_thread``). It started
+    from nothing there, as on a new thread."""
+    ours, theirs, ours_seen, theirs_seen = await two_rounds(checkpointer)
+    # the second round's input: replayed, sub_node goes on from the first round's end
+    theirs_input = [
+        s async for s in theirs.aget_state_history(cfg()) if s.metadata["source"] == "input"
+    ]
+    ours_input = [h for h in await ours.history("1") if h.source == "input"]
+    out = await theirs.ainvoke(None, theirs_input[0].config)
+    new = await ours.fork("1", ours_input[0].checkpoint_id, new_thread_id="2")
+    result = await ours.run(None, thread_id=new)
+    assert result.state == values(out) and result.status == "interrupted"
+    assert ours_seen == theirs_seen == [("step_a", {"value": ["a:a1", "b:b1"]})]
+    for answer in ("a3", "b3"):
+        out = await theirs.ainvoke(THEIRS.Command(resume=answer), cfg())
+        result = await ours.run(Command(resume=answer), thread_id=new)
+    assert result.state == values(out) and result.status == "completed"
+    assert ours_seen == theirs_seen
+    assert ours_seen[-1] == ("step_b", {"value": ["a:a1", "b:b1", "a:a3"]})
+    # each thread goes on from its own: the fork from its answers, the thread forked from
+    # the second round's
+    ours_seen.clear()
+    await ours.run({"results": []}, thread_id=new)
+    assert ours_seen == [("step_a", {"value": ["a:a1", "b:b1", "a:a3", "b:b3"]})]
+    ours_seen.clear()
+    await ours.run({"results": []}, thread_id="1")
+    assert ours_seen == [("step_a", {"value": ["a:a1", "b:b1", "a:a2", "b:b2"]})]
+
+
+async def test_a_fork_of_a_fork_carries_the_persistent_state_of_the_first_thread(
+    checkpointer: Checkpointer,
+) -> None:
+    """A fork made before its sub-graph ran there reads the state from the thread it was
+    forked from, and so on back; a fork of a checkpoint before the sub-graph's first call
+    starts it from nothing."""
     seen: list[Any] = []
     ours = ticks(OURS, seen).compile(checkpointer=checkpointer)
     await ours.run({"results": []}, thread_id="1")
     await ours.run({"results": []}, thread_id="1")
     head = (await ours.get_state("1")).checkpoint_id
     assert head is not None and seen == [{"value": []}, {"value": ["s"]}]
-    new = await ours.fork("1", head, new_thread_id="2")
-    await ours.run({"results": []}, thread_id=new)
-    assert seen[-1] == {"value": []}
+    second = await ours.fork("1", head, new_thread_id="2")
+    third = await ours.fork(second, (await ours.get_state(second)).checkpoint_id)
+    await ours.run({"results": []}, thread_id=third)
+    assert seen[-1] == {"value": ["s", "s"]}
+    await ours.run({"results": []}, thread_id=third)
+    assert seen[-1] == {"value": ["s", "s", "s"]}
+    await ours.run({"results": []}, thread_id=second)
+    assert seen[-1] == {"value": ["s", "s"]}
     await ours.run({"results": []}, thread_id="1")
     assert seen[-1] == {"value": ["s", "s"]}
+    first = [h for h in await ours.history("1") if h.next == ("node_a",)][-1]
+    early = await ours.fork("1", first.checkpoint_id)
+    await ours.run(None, thread_id=early)
+    assert seen[-1] == {"value": []}

@@ -1092,6 +1092,10 @@ class GraphRun:
             ns = persistent_ns(call)
             self._claim(ns, task)
         head = await load_head(child_graph, cp, thread_id, ns) if cp is not None else None
+        if head is None and persistent:
+            # its first call in this thread: a fork goes on from its state of then
+            assert cp is not None  # (persistent: a checkpointer)
+            head = await _forked(child_graph, cp, thread_id, ns, self._child_metadata(None))
         if head is not None:
             check_values(child_graph, head)
         fresh = head is None
@@ -1269,6 +1273,56 @@ async def _replayed(graph: GraphCore, cp: Checkpointer, head: Head, bound: str) 
     metadata = {} if past is None else {"rewound_to": past.checkpoint_id}
     await save(cp, then, delta=None, source="rewind", metadata=metadata)
     return then
+
+
+async def _forked(
+    graph: GraphCore, cp: Checkpointer, thread_id: str, ns: str, metadata: dict[str, Any]
+) -> Head | None:
+    """The persistent sub-graph namespace ``ns`` of a thread that has none yet, if the
+    thread is a ``fork()`` of another: its state at the checkpoint forked (the newest made
+    from a root checkpoint older than it, as a replay takes it back, ``_replayed``), read
+    from the thread forked (or, should it have had none then and be a fork itself, from
+    the one it was forked from, and so on), saved as the namespace's first checkpoint here
+    (source ``fork``, for a new call: its input applies to it). None: no such state (no
+    fork, or the sub-graph had not run by then, or the thread forked is gone)."""
+    roots = await cp.list(thread_id, "")
+    first = roots[-1] if roots else None
+    while first is not None and first.source == "fork":
+        forked = first.metadata.get("forked_from")
+        if not isinstance(forked, dict):
+            return None
+        source, bound = forked.get("thread_id"), forked.get("checkpoint_id")
+        if not isinstance(source, str) or not isinstance(bound, str):
+            return None
+        roots = await cp.list(source, "")
+        order = {r.checkpoint_id: r.seq for r in roots}
+        limit = order.get(bound)
+        if limit is None:
+            return None
+        past = next(
+            (
+                r
+                for r in await cp.list(source, ns)
+                if order.get(r.metadata.get("parents", {}).get(""), limit) < limit
+            ),
+            None,
+        )
+        if past is None:  # none then: perhaps it had one from the thread it was forked from
+            first = roots[-1]
+            continue
+        then = await load_head(graph, cp, source, ns, past.checkpoint_id)
+        if then is None:
+            return None
+        then.thread_id, then.run_id = thread_id, None
+        then.records, then.frontier, then.barriers = {}, [], {}
+        then.lineage = _clock.new_id("ln")
+        then.seq, then.checkpoint_id = -1, None
+        then.frontier_id = new_frontier_id()
+        then.metadata = metadata  # its "parents" here, and no call: the next is a new one
+        origin = {"thread_id": source, "checkpoint_id": past.checkpoint_id}
+        await save(cp, then, delta=None, source="fork", metadata={"forked_from": origin})
+        return then
+    return None
 
 
 def persistent_ns(ns: str) -> str:

@@ -427,7 +427,9 @@ def sub_graph_at(graph: GraphCore, ns: str) -> GraphCore:
 async def fork(
     graph: GraphCore, thread_id: str, checkpoint_id: str, *, new_thread_id: str | None = None
 ) -> str:
-    """Copy the thread as it was at ``checkpoint_id`` into a new thread; return its id."""
+    """Copy the thread as it was at ``checkpoint_id`` into a new thread; return its id. A
+    ``compile(checkpointer=True)`` sub-graph's state of then comes along when the new
+    thread first calls it (``executor._forked``)."""
     cp = require_checkpointer(graph, "fork")
     check_id(thread_id, "thread_id")
     if new_thread_id is not None:
