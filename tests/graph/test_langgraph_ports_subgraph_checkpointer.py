@@ -747,3 +747,56 @@ async def test_a_fork_of_a_fork_carries_the_persistent_state_of_the_first_thread
     early = await ours.fork("1", first.checkpoint_id)
     await ours.run(None, thread_id=early)
     assert seen[-1] == {"value": []}
+
+
+class Kept(TypedDict, total=False):
+    log: list[str]  # no reducer in the parent: the sub-graph's output replaces it
+
+
+def counting(g: Any, parent: Any) -> Any:
+    """A ``checkpointer=True`` sub-graph node ``sub`` whose ``p`` logs how long the log it
+    sees is, its ``log`` an ``operator.add`` list; the parent's ``log`` of state ``parent``."""
+    inner = g.StateGraph(Log).add_node("p", lambda s: {"log": [f"p{len(s['log'])}"]})
+    sub = inner.add_edge(g.START, "p").compile(checkpointer=True)
+    return g.StateGraph(parent).add_node("sub", sub).add_edge(g.START, "sub")
+
+
+async def test_a_persistent_sub_graphs_kept_state_and_input_combine_as_langgraphs(
+    checkpointer: Checkpointer,
+) -> None:
+    """Each call applies the parent's log to the state the last one left, through the
+    sub-graph's ``operator.add``, as LangGraph's (``p1``, ``p3``, ``p5``); with no reducer in
+    the parent both give its whole log back."""
+    ours, theirs = pair(lambda g: counting(g, Kept), checkpointer)
+    for round in range(3):
+        await both(ours, theirs, {"log": [f"in{round}"]})
+    [last] = await ours.history("1", ns="sub", limit=1)
+    assert (await ours.get_state("1")).values == {"log": ["in0", "p1", "in1", "p3", "in2", "p5"]}
+    assert last.next == ()
+
+
+async def test_a_persistent_sub_graphs_output_through_an_operator_add_parent(
+    checkpointer: Checkpointer,
+) -> None:
+    """``operator.add`` at both levels: the one difference from LangGraph is the one every
+    sub-graph has (docs/graph.md, Sub-graphs): ours gives the parent what the call appended,
+    LangGraph's its whole output, so its parent adds the sub-graph's input again, and for a
+    persistent one all the state it kept, call after call. The state the sub-graph keeps
+    and sees is its kept state plus the parent's log, in both."""
+    ours, theirs = pair(lambda g: counting(g, Log), checkpointer)
+    ours_logs, theirs_logs = [], []
+    for round in range(3):
+        ours_logs.append((await ours.run({"log": [f"in{round}"]}, thread_id="1")).state["log"])
+        theirs_logs.append((await theirs.ainvoke({"log": [f"in{round}"]}, cfg()))["log"])
+    assert ours_logs == [
+        ["in0", "p1"],
+        ["in0", "p1", "in1", "p5"],  # kept [in0, p1] + the parent's 3
+        ["in0", "p1", "in1", "p5", "in2", "p11"],  # kept 6 + the parent's 5
+    ]
+    # LangGraph's first call: the parent's [in0] plus the sub-graph's whole [in0, p1]
+    assert theirs_logs[0] == ["in0", "in0", "p1"]
+    # its second: the parent's 4 plus the kept [in0, p1] plus the parent's 4 again, p6
+    sent = [*theirs_logs[0], "in1"]
+    assert theirs_logs[1] == [*sent, "in0", "p1", *sent, "p6"]
+    kept = theirs.checkpointer.get_tuple(cfg(checkpoint_ns="sub")).checkpoint
+    assert kept["channel_values"]["log"][-1] == "p19" and theirs_logs[2][-1] == "p19"
