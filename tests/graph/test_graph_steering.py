@@ -926,6 +926,7 @@ async def test_a_task_command_at_any_enclosing_level_reaches_a_persistent_sub_gr
     outer, mid = await _enclosing_tasks(graph, "t")
     [pending] = (await graph.get_state("t")).interrupts
     assert pending.enclosing == (outer, mid)  # outermost first
+    assert question.data["enclosing"] == [outer, mid]  # what a watcher may answer through
     task = {"top": outer, "enclosing": mid, "own": pending.task_id}[level]
     answer = command(SteeringTarget.graph_task(handle.run_id, task), kind)
     receipt = await rt.submit(answer)

@@ -56,6 +56,8 @@ class GraphEvents:
             data = {"interrupt_id": i.id, "ns": i.ns, "value": _shown(i.value)}
             if i.response_schema is not None:  # the answer's shape, for a client's form
                 data["response_schema"] = i.response_schema
+            if i.enclosing:  # the tasks above it that its ns names not (each may answer it)
+                data["enclosing"] = list(i.enclosing)
             self.emit(
                 "graph.interrupt",
                 step=run.head.step + 1,
