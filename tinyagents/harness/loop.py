@@ -446,9 +446,11 @@ class AgentRun(RunDriver):
         are the batch's output (``self._final``); once the batch has one, a further call is
         answered unused, as pydantic-ai answers it. Arguments that do not validate, or that
         the function or a validator sends back (``ModelRetry``), are answered with what is
-        wrong, and count against ``Agent.output_retries`` as an invalid final answer does
-        (``ToolOutput(max_retries=...)``: against its own cap, counting its own calls sent
-        back, as pydantic-ai counts per tool): past it, ``ModelResponseError``."""
+        wrong, and count against the tool's cap (``ToolOutput(max_retries=...)``, else
+        ``Agent.output_retries``), counting its own calls sent back, as pydantic-ai counts per
+        tool: past it, ``ModelResponseError``. Its output function's context has that count
+        and cap; the output validators', as on a text answer, the run's answers sent back
+        (every output tool's and text's) and ``output_retries``, as pydantic-ai's."""
         self.emit(
             ToolEvent,
             type="tool.call",
@@ -464,8 +466,9 @@ class AgentRun(RunDriver):
         agent = self.agent
         own = output.max_retries is not None
         limit = output.max_retries if output.max_retries is not None else agent.output_retries
+        # its own calls sent back (pydantic-ai's ``retries[name]``), against its own cap
         sent_back = _asks_since_the_prompt(
-            self.messages, INVALID_OUTPUT, since=self._given, tool=call.name if own else None
+            self.messages, INVALID_OUTPUT, since=self._given, tool=call.name
         )
         refused: str | None = None  # the function's or a validator's message
         if call.parse_error is not None:
@@ -485,8 +488,8 @@ class AgentRun(RunDriver):
             except ModelRetry as exc:
                 refused = problems = message_of(exc)
             else:
-                try:
-                    self._final = await self._validated(value, sent_back, call=call, limit=limit)
+                try:  # the validators see the run's count and cap, as on a text answer
+                    self._final = await self._validated(value, None, call=call)
                 except ModelRetry as exc:
                     refused = problems = message_of(exc)
                 else:
@@ -730,21 +733,22 @@ class AgentRun(RunDriver):
     async def _validated(
         self,
         output: Any,
-        sent_back: int,
+        sent_back: int | None,
         *,
         partial: bool = False,
         call: ToolCall | None = None,
-        limit: int | None = None,
     ) -> Any:
         """``output`` as the agent's output validators return it (``ModelRetry`` passes).
-        ``partial``: it is a ``stop_with_partial`` run's partial output; ``call``: the output
-        tool call it was read from (the context's ``tool_name``, as pydantic-ai's); ``limit``:
-        its cap on answers sent back (default: the agent's ``output_retries``)."""
+        ``sent_back``: the run's answers sent back so far (None: counted here, when there is
+        a validator to tell); ``partial``: it is a ``stop_with_partial`` run's partial output;
+        ``call``: the output tool call it was read from (the context's ``tool_name``, as
+        pydantic-ai's). Their cap is the agent's ``output_retries``."""
         validators = self.agent.output_validators
         if not validators:
             return output
-        limit = self.agent.output_retries if limit is None else limit
-        ctx = self._output_context(sent_back, limit, partial=partial, call=call)
+        if sent_back is None:
+            sent_back = _asks_since_the_prompt(self.messages, INVALID_OUTPUT, since=self._given)
+        ctx = self._output_context(sent_back, self.agent.output_retries, partial=partial, call=call)
         for validator in validators:
             output = await validator(ctx, output)
         return output

@@ -1,0 +1,196 @@
+"""pydantic-ai's output retry counting, ``sequential`` tools, prompted output's retry prompt
+and non-object output types, ported (an eighth batch; see test_pydantic_ai_ports.py to _7).
+
+Each test names the pydantic-ai test it ports (pydantic/pydantic-ai, ``tests/test_agent.py``
+unless said otherwise). Where we behave differently on purpose, the test says why.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from tinyagents import Agent, ModelRetry, RunContext, RunStatus, ToolOutput
+from tinyagents.harness import ModelRequest, ModelResponse
+from tinyagents.testkit import FunctionModel, ScriptedModel, tool_call
+
+
+class Foo(BaseModel):
+    a: int
+    b: str
+
+
+def tool_results(request: ModelRequest) -> list[tuple[str | None, str]]:
+    return [(m.name, m.content) for m in request.messages if m.role == "tool"]
+
+
+# --- output retries: per output tool, as pydantic-ai counts them --------------------------------
+
+
+async def test_each_output_tool_counts_its_own_retries_against_output_retries() -> None:
+    # pydantic-ai's OutputToolset gives each output tool output_retries as its max_retries,
+    # and ToolManager counts retries per tool name: a call of A sent back and a call of B
+    # sent back are one each, under output_retries=1.
+    def output_a(value: str) -> str:
+        if value == "bad":
+            raise ModelRetry("bad a")
+        return f"A: {value}"
+
+    def output_b(value: str) -> str:
+        raise ModelRetry("bad b")
+
+    model = ScriptedModel(
+        [
+            tool_call("final_result_output_a", value="bad"),
+            tool_call("final_result_output_b", value="x"),
+            tool_call("final_result_output_a", value="good"),
+        ]
+    )
+    agent = Agent("a", model, output_type=[output_a, output_b], output_retries=1)
+    result = await agent.run("go")
+    assert result.output == "A: good", result.error
+    model = ScriptedModel([tool_call("final_result_output_a", value="bad")] * 3)
+    result = await Agent("a", model, output_type=[output_a, output_b], output_retries=1).run("go")
+    assert result.status == RunStatus.FAILED
+    assert "output_retries=1" in (result.error or "")
+    assert len(model.requests) == 2
+
+
+async def test_an_output_functions_context_counts_its_own_tools_retries() -> None:
+    # ctx.retry of an output function is its tool's count (ToolManager's retries[name]).
+    seen: list[tuple[str, int, int | None]] = []
+
+    def output_a(ctx: RunContext, value: str) -> str:
+        seen.append(("a", ctx.retry, ctx.max_retries))
+        if value == "bad":
+            raise ModelRetry("bad a")
+        return value
+
+    def output_b(ctx: RunContext, value: str) -> str:
+        seen.append(("b", ctx.retry, ctx.max_retries))
+        raise ModelRetry("bad b")
+
+    model = ScriptedModel(
+        [
+            tool_call("final_result_output_a", value="bad"),
+            tool_call("final_result_output_b", value="x"),
+            tool_call("final_result_output_a", value="good"),
+        ]
+    )
+    result = await Agent("a", model, output_type=[output_a, output_b], output_retries=2).run("go")
+    assert result.output == "good", result.error
+    assert seen == [("a", 0, 2), ("b", 0, 2), ("a", 1, 2)]
+
+
+async def test_output_validator_retry_consistency_across_paths() -> None:
+    # ports test_output_validator_retry_consistency_across_paths: output validators see the
+    # run's output retries and the agent's output_retries, not a ToolOutput's own cap.
+    retries: list[int] = []
+    caps: list[int | None] = []
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        return tool_call(request.tools[0].name, a=1, b="foo")
+
+    agent = Agent(
+        "a", FunctionModel(answer), output_type=ToolOutput(Foo, max_retries=5), output_retries=2
+    )
+
+    @agent.output_validator
+    def validate_output(ctx: RunContext, o: Foo) -> Foo:
+        retries.append(ctx.retry)
+        caps.append(ctx.max_retries)
+        if ctx.retry == 2:
+            return o
+        raise ModelRetry(f"Retry {ctx.retry}")
+
+    result = await agent.run("Hello")
+    assert result.output == Foo(a=1, b="foo"), result.error
+    assert retries == [0, 1, 2]
+    assert caps == [2, 2, 2]
+
+
+async def test_output_validator_retry_counter_with_tool_switch() -> None:
+    # ports test_output_validator_retry_counter_with_tool_switch: the run's count goes on
+    # across output tools; each tool's own count (its cap) is apart.
+    retries: list[int] = []
+    caps: list[int | None] = []
+
+    def output_a(value: str) -> str:
+        return value
+
+    def output_b(value: str) -> str:
+        return value
+
+    calls = 0
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        nonlocal calls
+        calls += 1
+        names = [t.name for t in request.tools]
+        name = next(n for n in names if ("output_b" if calls == 1 else "output_a") in n)
+        return tool_call(name, value="x" if calls == 1 else "hello")
+
+    agent = Agent(
+        "a",
+        FunctionModel(answer),
+        output_type=[ToolOutput(output_a, max_retries=3), ToolOutput(output_b, max_retries=1)],
+        output_retries=0,
+    )
+
+    @agent.output_validator
+    def validate_output(ctx: RunContext, o: str) -> str:
+        retries.append(ctx.retry)
+        caps.append(ctx.max_retries)
+        if ctx.retry < 2:
+            raise ModelRetry(f"Retry {ctx.retry}")
+        return o
+
+    result = await agent.run("Hello")
+    assert result.output == "hello", result.error
+    assert retries == [0, 1, 2]
+    assert caps == [0, 0, 0]
+
+
+async def test_output_tool_validation_vs_execution_retry_counting() -> None:
+    # ports test_output_tool_validation_vs_execution_retry_counting: arguments that do not
+    # validate count as a retry too (the validator first sees retry 1).
+    retries: list[int] = []
+    calls = 0
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        nonlocal calls
+        calls += 1
+        name = request.tools[0].name
+        return tool_call(name, bad_field=1) if calls == 1 else tool_call(name, a=1, b="foo")
+
+    agent = Agent("a", FunctionModel(answer), output_type=ToolOutput(Foo), output_retries=5)
+
+    @agent.output_validator
+    def validate_output(ctx: RunContext, o: Foo) -> Foo:
+        retries.append(ctx.retry)
+        if ctx.retry < 2:
+            raise ModelRetry(f"Retry {ctx.retry}")
+        return o
+
+    result = await agent.run("Hello")
+    assert result.output == Foo(a=1, b="foo"), result.error
+    assert retries == [1, 2]
+
+
+async def test_output_validator_exceeds_output_retries() -> None:
+    # ports test_output_validator_exceeds_output_retries
+    retries: list[int] = []
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        return tool_call(request.tools[0].name, a=1, b="foo")
+
+    agent = Agent("a", FunctionModel(answer), output_type=ToolOutput(Foo), output_retries=2)
+
+    @agent.output_validator
+    def validate_output(ctx: RunContext, o: Foo) -> Foo:
+        retries.append(ctx.retry)
+        raise ModelRetry(f"Retry {ctx.retry}")
+
+    result = await agent.run("Hello")
+    assert result.status == RunStatus.FAILED
+    assert "output_retries=2" in (result.error or "")
+    assert retries == [0, 1, 2]
