@@ -7,16 +7,24 @@ unless said otherwise). Where we behave differently on purpose, the test says wh
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
 from pydantic import BaseModel
 
-from tinyagents import Agent, ModelRetry, RunContext, RunStatus, ToolOutput
+from tinyagents import Agent, ModelRetry, RunContext, RunStatus, ToolOutput, tool
+from tinyagents.errors import ConfigurationError
 from tinyagents.harness import ModelRequest, ModelResponse
-from tinyagents.testkit import FunctionModel, ScriptedModel, tool_call
+from tinyagents.testkit import FunctionModel, ScriptedModel, tool_call, tool_calls
 
 
 class Foo(BaseModel):
     a: int
     b: str
+
+
+class OutputType(BaseModel):
+    value: str
 
 
 def tool_results(request: ModelRequest) -> list[tuple[str | None, str]]:
@@ -194,3 +202,121 @@ async def test_output_validator_exceeds_output_retries() -> None:
     assert result.status == RunStatus.FAILED
     assert "output_retries=2" in (result.error or "")
     assert retries == [0, 1, 2]
+
+
+# --- sequential tools: every call runs alone here -------------------------------------------------
+
+
+async def test_sequential_tool_is_a_per_tool_barrier() -> None:
+    # ports test_sequential_tool_is_a_per_tool_barrier: a sequential=True tool runs with no
+    # other call in flight. Here every call runs alone (a response's calls one after
+    # another), so no two are ever in flight together.
+    active = 0
+    most = 0
+    barrier_ran_alone = True
+
+    async def track(name: str) -> str:
+        nonlocal active, most
+        active += 1
+        most = max(most, active)
+        await asyncio.sleep(0)  # another call would start here if calls overlapped
+        active -= 1
+        return name
+
+    @tool
+    async def parallel_a() -> str:
+        return await track("a")
+
+    @tool
+    async def parallel_b() -> str:
+        return await track("b")
+
+    @tool(sequential=True)
+    async def barrier() -> str:
+        nonlocal barrier_ran_alone
+        barrier_ran_alone = active == 0
+        await asyncio.sleep(0)
+        return "barrier"
+
+    @tool
+    async def parallel_c() -> str:
+        return await track("c")
+
+    model = ScriptedModel(
+        [
+            tool_calls(
+                tool_call("parallel_a"),
+                tool_call("parallel_b"),
+                tool_call("barrier"),
+                tool_call("parallel_c"),
+            ),
+            "done",
+        ]
+    )
+    tools = [parallel_a, parallel_b, barrier, parallel_c]
+    result = await Agent("a", model, tools=tools).run("test")
+    assert result.output == "done", result.error
+    assert barrier_ran_alone and most == 1
+    assert barrier.sequential is True and parallel_a.sequential is False
+
+
+async def test_sequential_calls() -> None:
+    # ports test_sequential_calls ('argument' mode): the calls before a sequential tool see
+    # the state before it, those after see what it did.
+    holder = 1
+    seen: list[tuple[str, int]] = []
+
+    @tool
+    def call_first() -> None:
+        seen.append(("first", holder))
+
+    @tool(sequential=True)
+    def increment_integer_holder() -> None:
+        nonlocal holder
+        holder = 2
+
+    @tool
+    def call_second() -> None:
+        seen.append(("second", holder))
+
+    calls = [tool_call("call_first")] * 3 + [tool_call("increment_integer_holder")]
+    calls += [tool_call("call_second")] * 3
+    model = ScriptedModel([tool_calls(*calls), "done"])
+    tools = [call_first, increment_integer_holder, call_second]
+    result = await Agent("a", model, tools=tools).run("call a lot of tools")
+    assert result.output == "done", result.error
+    assert seen == [("first", 1)] * 3 + [("second", 2)] * 3
+
+
+async def test_tool_output_sequential_barrier() -> None:
+    # ports test_exhaustive_tool_output_sequential_barrier: the tool calls before a
+    # ToolOutput(sequential=True)'s call have run when it runs (we have no 'exhaustive' end
+    # strategy: every call runs in the model's order, output calls included).
+    events: list[str] = []
+
+    def do_output(output: OutputType) -> OutputType:
+        events.append("output")
+        return output
+
+    @tool
+    async def tool_a() -> str:
+        await asyncio.sleep(0)
+        events.append("tool_a")
+        return "a"
+
+    marker = ToolOutput(do_output, name="do_output", sequential=True)
+    assert marker.sequential is True
+    model = ScriptedModel(
+        [tool_calls(tool_call("tool_a"), tool_call("do_output", output={"value": "done"}))]
+    )
+    result = await Agent("a", model, tools=[tool_a], output_type=marker).run("test")
+    assert result.output == OutputType(value="done"), result.error
+    assert events == ["tool_a", "output"]
+
+
+def test_sequential_that_is_no_bool_is_refused() -> None:
+    # as Tool(sequential=...) refuses it: "no" would read as true
+    with pytest.raises(ConfigurationError, match="sequential must be True or False"):
+        ToolOutput(Foo, sequential="no")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="sequential must be True or False"):
+        tool(name="t", sequential="no")(lambda: None)  # type: ignore[call-overload]

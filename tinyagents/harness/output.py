@@ -143,6 +143,10 @@ class ToolOutput(Record):
             raise ConfigurationError(
                 f"ToolOutput: strict must be True, False or None, got {strict!r}"
             )
+        if not isinstance(sequential, bool):  # sequential="no" read as true
+            raise ConfigurationError(
+                f"ToolOutput: sequential must be True or False, got {sequential!r}"
+            )
         if name is not None and not is_tool_name(name):
             raise ConfigurationError(
                 f"ToolOutput: name {name!r} is not accepted by model providers: use 1-64 "
@@ -157,7 +161,8 @@ class ToolOutput(Record):
         self.description = description
         self.max_retries = max_retries
         self.strict = strict
-        #: pydantic-ai's barrier flag: output tools run one at a time here anyway.
+        #: pydantic-ai's barrier flag: its call runs alone, after the calls before it. Every
+        #: call does here (a response's calls run one after another, in the model's order).
         self.sequential = sequential
 
 

@@ -96,8 +96,9 @@ class Tool(ABC):
     (the run's ``tool_timeout_s`` still applies; the smaller wins). A ``call`` that raises
     ``ToolError`` sends its message to the model as is; any other exception is reported with
     its type. ``retries`` caps the failed calls in a row (None: the agent's ``retries``).
-    ``sequential`` is taken as pydantic-ai's is and changes nothing: the calls of a response
-    already run one at a time, in the model's order, so every tool runs alone.
+    ``sequential`` is pydantic-ai's: the tool's call runs alone, after the calls before it
+    and before those after it. Every call is run so here (a response's calls run one at a
+    time, in the model's order), so it is carried out by every tool, marked or not.
     """
 
     def __init__(
@@ -139,7 +140,7 @@ class Tool(ABC):
         #: ``retries``, and with neither, no cap.
         self.retries = retries
         #: pydantic-ai's ``sequential``: the tool runs alone, no other call in flight. Every
-        #: tool here does (a response's calls run one after another), so it only records it.
+        #: tool here does (a response's calls run one after another), marked or not.
         self.sequential = sequential
 
     def spec(self) -> ToolSpec:
@@ -443,8 +444,8 @@ def tool(
     sequential: bool = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a ``Tool`` from a function: ``@tool`` or ``@tool(name=..., timeout_s=...,
-    retries=..., sequential=...)`` (``sequential`` as pydantic-ai's: every tool already runs
-    alone, so it changes nothing).
+    retries=..., sequential=...)`` (``sequential`` as pydantic-ai's: the tool runs alone, as
+    every tool's call does here, marked or not).
 
     A parameter named ``ctx`` (or of any name, annotated ``RunContext`` or ``RunContext | None``)
     is not offered to the model; it receives the run context.
