@@ -12,7 +12,7 @@ import asyncio
 import pytest
 from pydantic import BaseModel
 
-from tinyagents import Agent, ModelRetry, RunContext, RunStatus, ToolOutput, tool
+from tinyagents import Agent, ModelRetry, PromptedOutput, RunContext, RunStatus, ToolOutput, tool
 from tinyagents.errors import ConfigurationError
 from tinyagents.harness import ModelRequest, ModelResponse
 from tinyagents.testkit import FunctionModel, ScriptedModel, tool_call, tool_calls
@@ -320,3 +320,62 @@ def test_sequential_that_is_no_bool_is_refused() -> None:
         ToolOutput(Foo, sequential="no")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="sequential must be True or False"):
         tool(name="t", sequential="no")(lambda: None)  # type: ignore[call-overload]
+
+
+# --- PromptedOutput: the retry prompt is pydantic-ai's ------------------------------------------
+
+
+class Apple(BaseModel):
+    color: str
+
+
+class Banana(BaseModel):
+    length: float
+
+
+async def test_prompted_output_union_invalid_kind_retries() -> None:
+    # ports test_prompted_output_union_invalid_kind_retries: a kind that is no member's is
+    # sent back, as pydantic-ai's RetryPromptPart.model_response() words it for an answer
+    # that is no tool call (its errors as JSON; no response format to point at: none is sent).
+    model = ScriptedModel(
+        [
+            '{"result": {"kind": "Cherry", "data": {"color": "red"}}}',
+            '{"result": {"kind": "Banana", "data": {"length": 6.0}}}',
+        ]
+    )
+    result = await Agent("a", model, output_type=PromptedOutput([Apple, Banana])).run("fruit?")
+    assert result.output == Banana(length=6.0), result.error
+    assert model.requests[0].response_format is None and not model.requests[0].tools
+    assert model.requests[1].messages[-1].content == (
+        "1 validation error:\n"
+        "```json\n"
+        "[\n"
+        "  {\n"
+        '    "type": "literal_error",\n'
+        '    "loc": [\n'
+        '      "result",\n'
+        '      "kind"\n'
+        "    ],\n"
+        "    \"msg\": \"Input should be 'Apple' or 'Banana'\",\n"
+        '    "input": "Cherry"\n'
+        "  }\n"
+        "]\n"
+        "```\n\n"
+        "Fix the errors and try again."
+    )
+
+
+async def test_a_prompted_answers_top_level_errors_leave_out_the_input() -> None:
+    # pydantic-ai leaves a top-level error's input out (the answer is in the conversation
+    # already) and keeps a nested one's; two errors are "2 validation errors".
+    model = ScriptedModel(["not json", '{"b": 3}', '{"a": 1, "b": "x"}'])
+    result = await Agent("a", model, output_type=PromptedOutput(Foo), output_retries=2).run("go")
+    assert result.output == Foo(a=1, b="x"), result.error
+    first = model.requests[1].messages[-1].content
+    assert first.startswith("1 validation error:\n```json\n")
+    assert '"type": "json_invalid"' in first and '"input"' not in first
+    assert "response format" not in first
+    assert first.endswith("```\n\nFix the errors and try again.")
+    second = model.requests[2].messages[-1].content
+    assert second.startswith("2 validation errors:\n")
+    assert '"loc": [\n      "a"\n    ]' in second and '"input"' not in second

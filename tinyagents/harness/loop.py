@@ -28,6 +28,7 @@ from collections.abc import (
 from typing import TYPE_CHECKING, Any, Protocol, get_args
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import to_json
 
 from tinyagents import _clock
 from tinyagents._threads import settle
@@ -655,6 +656,7 @@ class AgentRun(RunDriver):
         messages = self.messages
         sent_back = _asks_since_the_prompt(messages, INVALID_OUTPUT, since=self._given)
         refused: str | None = None  # a validator's (or the TextOutput function's) message
+        errors: str | None = None  # a PromptedOutput answer's, as pydantic-ai words them
         not_output = output_type is None and not agent.allows_text  # text is not the output
         try:
             if output_type is not None:
@@ -670,6 +672,8 @@ class AgentRun(RunDriver):
                 output = response.text
         except ValidationError as exc:
             problems = validation_problems(exc, whole="answer")
+            if output_type is not None and not agent.output_native:
+                errors = _retry_errors(exc)
         except InvalidArguments as exc:  # text a TextOutput's constrained str refuses
             problems = _argument_problems(exc, whole="answer")
         except ModelRetry as exc:
@@ -716,6 +720,12 @@ class AgentRun(RunDriver):
             ask = TEXT_NOT_OUTPUT
         elif refused is not None:  # as pydantic-ai words a retry prompt
             ask = f"{refused}\n\nFix the errors and try again."
+        elif errors is not None:  # PromptedOutput: no response format to point at
+            ask = (
+                f"{errors}\n\n"
+                + ("It was cut off at the output token limit: answer shorter. " if cut else "")
+                + "Fix the errors and try again."
+            )
         else:
             name = output_type.__name__ if output_type is not None else "text"
             ask = (
@@ -1896,6 +1906,19 @@ def read_output(output_type: type[BaseModel], text: str) -> Any:
     markdown fence or not); raises ``ValidationError`` for text that holds none."""
     output = output_type.model_validate_json(_unfenced(text))
     return output.output() if isinstance(output, UnionOutput) else output
+
+
+def _retry_errors(exc: ValidationError) -> str:
+    """An answer's validation errors as pydantic-ai's ``RetryPromptPart.model_response()``
+    writes them for an answer that is no tool call: ``N validation error(s):`` and their JSON
+    in a fence, each without its ``ctx`` and, at the top level (the answer itself, already
+    in the conversation), its ``input``."""
+    found = exc.errors(include_url=False, include_context=False)
+    shown = [
+        {k: v for k, v in error.items() if k != "input" or len(error["loc"]) > 1} for error in found
+    ]
+    text = to_json(shown, indent=2, fallback=str).decode()
+    return f"{len(found)} validation error{'' if len(found) == 1 else 's'}:\n```json\n{text}\n```"
 
 
 def _unfenced(text: str) -> str:
