@@ -32,7 +32,14 @@ from tinyagents.harness.model import Message, ModelRequest
 from tinyagents.harness.tools import FunctionTool, Tool, tool
 from tinyagents.protocol.boundary import Boundary
 
-from .models import FunctionModel, ScriptedModel, ScriptedResponse, reply, tool_call
+from .models import (
+    FunctionModel,
+    ScriptedModel,
+    ScriptedResponse,
+    StepScript,
+    reply,
+    tool_call,
+)
 
 if TYPE_CHECKING:
     from tinyagents.runs.handle import RunHandle
@@ -209,6 +216,11 @@ def step(n: int) -> str:
     return f"step {n} done"
 
 
+#: Up to this many turns, ``fake_agent``'s script is made when the agent is (as it always
+#: was); past it, as the run reads it, so ``turns=10**9`` does not build a billion responses.
+_EAGER_TURNS = 10_000
+
+
 def fake_agent(
     name: str,
     *,
@@ -221,14 +233,18 @@ def fake_agent(
     """An ``Agent`` on a ``ScriptedModel`` that calls ``step`` ``turns`` times, then answers.
 
     ``script`` replaces that default script (it may call ``step`` and the extra ``tools``).
-    ``agent.model.requests`` shows what the model saw. One agent is good for one run.
+    ``agent.model.requests`` shows what the model saw. One agent is good for one run. Past
+    10,000 turns the script is a ``StepScript``, each response made when the run first reads
+    it (not a list of them all, made up front).
     """
     if isinstance(turns, bool) or not isinstance(turns, int) or turns < 0:
         raise ConfigurationError(
             f"fake_agent {name!r}: turns must be a whole number of at least 0 (how many times "
             f"the agent calls `step` before it answers), got {turns!r}"
         )
-    if script is None:
+    if script is None and turns > _EAGER_TURNS:  # made as the run reads it (StepScript)
+        script = StepScript(turns, answer)
+    elif script is None:  # made now: its call ids come before any the run makes
         script = [tool_call("step", n=i) for i in range(1, turns + 1)] + [reply(answer)]
     return Agent(
         name, ScriptedModel(script, name=f"{name}-model"), tools=[step, *tools], **agent_kw

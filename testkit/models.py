@@ -15,8 +15,9 @@ import dataclasses
 import inspect
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import Any
+import reprlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, overload
 
 from tinyagents._clock import new_id
 from tinyagents.errors import ConfigurationError, ModelError
@@ -36,6 +37,12 @@ ModelFunction = Callable[[ModelRequest], Awaitable[ModelResponse | str] | ModelR
 
 class ScriptExhaustedError(ModelError):
     """A ``ScriptedModel`` was called more often than it has responses."""
+
+
+class ModelFunctionError(ConfigurationError, TypeError):
+    """A ``FunctionModel``'s function (or a ``ScriptedModel``'s callable response) returned
+    something that is no response: the message names the function, the request, what it
+    returned and what it should. A ``TypeError`` too, as it was."""
 
 
 def reply(text: str, *, usage: Usage | None = None) -> ModelResponse:
@@ -114,7 +121,13 @@ class ScriptedModel(Model):
                 f"got {type(responses).__name__}; one reply is ScriptedModel([reply(...)])"
             )
         self.name = name
-        self.responses: list[ScriptedResponse] = list(responses)
+        if isinstance(responses, StepScript):  # made as read: its responses are ours, valid
+            self.responses: Sequence[ScriptedResponse] = responses
+            self.requests: list[ModelRequest] = []
+            self.streams = stream
+            self.args_piece = args_piece
+            return
+        self.responses = list(responses)
         for index, scripted in enumerate(self.responses, start=1):
             if isinstance(scripted, ModelResponse):
                 _check_args_json(scripted, f"ScriptedModel {name!r}: response {index}")
@@ -124,7 +137,7 @@ class ScriptedModel(Model):
                     "each must be a ModelResponse, a string or a callable "
                     "(ModelRequest) -> ModelResponse | str"
                 )
-        self.requests: list[ModelRequest] = []
+        self.requests = []
         self.streams = stream
         self.args_piece = args_piece
 
@@ -146,12 +159,42 @@ class ScriptedModel(Model):
         scripted = self.responses[index]
         if not callable(scripted):  # its arguments were checked when it was given
             return _finish(request, scripted, self.name)
-        return _finish(request, await _resolve(scripted(request)), self.name, index + 1)
+        produced = await _resolve(scripted(request))
+        return _finish(request, produced, self.name, index + 1, fn=scripted)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         response = await self.request(request)
         for chunk in _chunks(response, self.streams, self.args_piece):
             yield chunk
+
+
+class StepScript(Sequence[ScriptedResponse]):
+    """``fake_agent``'s script of many turns: a call of ``step`` (``n`` = 1 .. ``turns``) per
+    turn, then ``answer``, each response made when it is first read and kept (so it keeps
+    its call id), not all of them up front: ``turns=10**9`` is a billion responses no run
+    reads. A ``ScriptedModel`` given one reads it as it is (it does not copy it to a list)."""
+
+    def __init__(self, turns: int, answer: str) -> None:
+        self.turns = turns
+        self.answer = answer
+        self._made: dict[int, ModelResponse] = {}
+
+    def __len__(self) -> int:
+        return self.turns + 1
+
+    @overload
+    def __getitem__(self, index: int) -> ModelResponse: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[ModelResponse]: ...
+    def __getitem__(self, index: int | slice) -> ModelResponse | list[ModelResponse]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(len(self))[index]]
+        at = range(len(self))[index]  # an IndexError past either end, as a list's
+        made = self._made.get(at)
+        if made is None:
+            made = tool_call("step", n=at + 1) if at < self.turns else reply(self.answer)
+            self._made[at] = made
+        return made
 
 
 class FunctionModel(Model):
@@ -184,7 +227,7 @@ class FunctionModel(Model):
     async def request(self, request: ModelRequest) -> ModelResponse:
         self.requests.append(snapshot(request))
         produced = await _resolve(self.fn(request))
-        return _finish(request, produced, self.name, len(self.requests))
+        return _finish(request, produced, self.name, len(self.requests), fn=self.fn)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         response = await self.request(request)
@@ -250,10 +293,16 @@ async def _resolve(
 
 
 def _finish(
-    request: ModelRequest, produced: ModelResponse | str, name: str, number: int | None = None
+    request: ModelRequest,
+    produced: object,
+    name: str,
+    number: int | None = None,
+    *,
+    fn: object = None,
 ) -> ModelResponse:
-    """The response to hand out; ``number``: which request a function made it for (its tool
-    calls' arguments are checked then; a scripted one's were when it was given)."""
+    """The response to hand out; ``number``: which request a function (``fn``) made it for
+    (its tool calls' arguments are checked then; a scripted one's were when it was given).
+    Anything else it returned is a ``ModelFunctionError`` saying what, and what it should."""
     if isinstance(produced, str):
         response = reply(produced)
     elif isinstance(produced, ModelResponse):
@@ -262,14 +311,23 @@ def _finish(
         # A copy: the same scripted object may be returned twice (e.g. by a callable).
         response = copy.copy(produced)
     else:
-        raise TypeError(
-            f"model {name!r} produced {type(produced).__name__}; return a ModelResponse or a string"
-        )
+        raise ModelFunctionError(_not_a_response(produced, name, number, fn))
     if response.usage == Usage():
         response.usage = default_usage(request, response)
     if response.model is None:
         response.model = request.model or name
     return response
+
+
+def _not_a_response(produced: object, name: str, number: int | None, fn: object) -> str:
+    shown = "None" if produced is None else f"{type(produced).__name__} {reprlib.repr(produced)}"
+    who = getattr(fn, "__qualname__", None) or type(fn).__name__
+    where = f" (its function {who!r}, request {number})" if number is not None else ""
+    hint = "; did the function forget to return?" if produced is None else ""
+    return (
+        f"model {name!r} produced {shown}{where}: return a ModelResponse or a string "
+        f"(reply(...), tool_call(...) or tool_calls(...) make one){hint}"
+    )
 
 
 def _check_args_json(response: ModelResponse, where: str) -> None:

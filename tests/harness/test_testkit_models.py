@@ -6,16 +6,18 @@ import math
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
-from tinyagents import Agent, RunStatus, Runtime, _clock, tool
+from tinyagents import Agent, RunLimits, RunStatus, Runtime, _clock, tool
 from tinyagents.errors import ConfigurationError, ModelError
 from tinyagents.harness import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec, Usage
 from tinyagents.testkit import (
     EPOCH,
     FakeClock,
     FunctionModel,
+    ModelFunctionError,
     ScriptedModel,
     ScriptExhaustedError,
     SequentialIds,
@@ -342,3 +344,67 @@ def test_importing_the_testkit_does_not_load_litellm():
     ).stdout.split("\n")
 
     assert out[0] == "False"
+
+
+@pytest.mark.parametrize(
+    ("produced", "shown"),
+    [
+        (None, "None"),
+        (42, "int 42"),
+        ({"text": "hi"}, "dict {'text': 'hi'}"),
+        (["a"], "list ['a']"),
+    ],
+)
+async def test_a_function_model_returning_something_else_says_what_and_what_is_expected(
+    produced: object, shown: str
+) -> None:
+    # it was a bare TypeError naming the type only; now a typed error naming the function,
+    # the request, what it returned and what a model function returns
+    def answer(request: ModelRequest) -> Any:
+        return produced
+
+    model = FunctionModel(answer, name="fake")
+    with pytest.raises(ModelFunctionError) as raised:
+        await model.request(ask("x"))
+    message = str(raised.value)
+    assert f"model 'fake' produced {shown}" in message
+    assert "answer" in message and "request 1" in message
+    assert "return a ModelResponse or a string (reply(...), tool_call(...) or" in message
+    assert ("forget to return" in message) is (produced is None)
+    assert isinstance(raised.value, TypeError) and isinstance(raised.value, ConfigurationError)
+    result = await Agent("a", FunctionModel(answer, name="fake")).run("go")
+    assert result.status == RunStatus.FAILED
+    assert "ModelFunctionError" in (result.error or "") and shown in (result.error or "")
+
+
+def test_fake_agent_of_a_huge_number_of_turns_builds_no_script_of_that_size() -> None:
+    # turns=10**9 built a list of a billion responses before the agent was made
+    agent = fake_agent("huge", turns=10**9, answer="fin")
+    model = agent.model
+    assert isinstance(model, ScriptedModel)
+    assert not isinstance(model.responses, list)
+    assert len(model.responses) == 10**9 + 1 and model.remaining == 10**9 + 1
+    first, last = model.responses[0], model.responses[10**9]
+    assert isinstance(first, ModelResponse) and isinstance(last, ModelResponse)
+    assert [(c.name, c.args) for c in first.tool_calls] == [("step", {"n": 1})]
+    assert model.responses[0] is first  # made once, kept: the same call id when read again
+    assert last == reply("fin")
+    assert [(c.name, c.args) for c in model.responses[-2].tool_calls] == [("step", {"n": 10**9})]
+
+
+async def test_fake_agent_of_many_turns_runs_as_its_eager_script_did() -> None:
+    # past the eager bound the script is made as it is read: the run is the same
+    turns = 10_001
+    agent = fake_agent("many", turns=turns)
+    assert not isinstance(agent.model.responses, list)
+    result = await agent.run("go", limits=RunLimits(max_model_calls=3))
+    assert result.status == RunStatus.LIMIT_EXCEEDED, result.error
+    requests = agent.model.requests
+    assert len(requests) == 3
+    steps = [m.tool_calls[0].args for m in result.messages if m.role == "assistant"]
+    assert steps[:2] == [{"n": 1}, {"n": 2}]
+
+
+def test_fake_agent_of_few_turns_keeps_its_script_as_a_list() -> None:
+    agent = fake_agent("few", turns=3)
+    assert isinstance(agent.model.responses, list) and len(agent.model.responses) == 4
