@@ -735,10 +735,18 @@ async def test_structured_output_over_http_sends_the_schema() -> None:
     assert sent["type"] == "json_schema" and sent["json_schema"]["name"] == "Foo"
 
 
-@pytest.mark.parametrize("output_type", [int, "Foo", Foo(bar=1), dict])
-def test_an_output_type_that_is_no_pydantic_model_is_refused(output_type: Any) -> None:
+@pytest.mark.parametrize("output_type", ["Foo", Foo(bar=1)])
+def test_an_output_type_that_is_no_type_is_refused(output_type: Any) -> None:
     with pytest.raises(ConfigurationError, match="output_type"):
         Agent("a", ScriptedModel(["x"]), output_type=output_type)
+
+
+@pytest.mark.parametrize("output_type", [int, dict])
+def test_an_output_type_that_is_no_model_is_wrapped(output_type: Any) -> None:
+    # as pydantic-ai wraps it: the response of an object (test_pydantic_ai_ports_8.py)
+    agent = Agent("a", ScriptedModel(["x"]), output_type=output_type)
+    assert agent.output_type is not None
+    assert agent.output_type.model_json_schema()["required"] == ["response"]
 
 
 # --- usage limits -------------------------------------------------------------------------

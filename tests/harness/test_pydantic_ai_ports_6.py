@@ -224,8 +224,12 @@ def test_a_tool_named_as_an_output_tool_is_refused() -> None:
 
 
 def test_a_union_with_text_of_other_types_is_still_refused() -> None:
-    # str beside pydantic models only: a bare value (int) or None has no tool of its own.
-    for output_type in ([Foo, int, str], Foo | None, [str, None]):
+    # None has no tool of its own (a bare type, int, has: test_pydantic_ai_ports_8.py).
+    assert list(Agent("a", ScriptedModel(["x"]), output_type=[Foo, int, str]).output_tools) == [
+        "final_result_Foo",
+        "final_result_int",
+    ]
+    for output_type in (Foo | None, [str, None]):
         with pytest.raises(ConfigurationError, match="output_type"):
             Agent("a", ScriptedModel(["x"]), output_type=output_type)
     assert Agent("a", ScriptedModel(["x"]), output_type=[str]).output_tools == {}

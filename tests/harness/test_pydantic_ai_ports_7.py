@@ -348,11 +348,10 @@ def test_tool_output_refuses_bad_options() -> None:
         ToolOutput(Foo, strict="yes")  # type: ignore[arg-type]
 
 
-def test_a_tool_output_of_a_bare_type_is_refused() -> None:
-    # pydantic-ai wraps a bare type in {"response": ...}; we keep asking for a model, as a
-    # union output_type does.
-    with pytest.raises(ConfigurationError, match="wrap other types in a model"):
-        Agent("a", ScriptedModel(["x"]), output_type=ToolOutput(int))
+def test_a_tool_output_of_a_bare_type_is_wrapped() -> None:
+    # as pydantic-ai wraps it, in {"response": ...} (test_pydantic_ai_ports_8.py)
+    agent = Agent("a", ScriptedModel(["x"]), output_type=ToolOutput(int))
+    assert agent.output_tools["final_result"].parameters["required"] == ["response"]
 
 
 def test_a_tool_named_as_a_tool_output_is_refused() -> None:

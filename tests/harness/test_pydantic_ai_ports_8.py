@@ -8,14 +8,21 @@ unless said otherwise). Where we behave differently on purpose, the test says wh
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from pydantic import BaseModel
 
 from tinyagents import Agent, ModelRetry, PromptedOutput, RunContext, RunStatus, ToolOutput, tool
 from tinyagents.errors import ConfigurationError
-from tinyagents.harness import ModelRequest, ModelResponse
-from tinyagents.testkit import FunctionModel, ScriptedModel, tool_call, tool_calls
+from tinyagents.harness import LiteLLMModel, ModelRequest, ModelResponse
+from tinyagents.testkit import (
+    FunctionModel,
+    OpenAICompatServer,
+    ScriptedModel,
+    tool_call,
+    tool_calls,
+)
 
 
 class Foo(BaseModel):
@@ -379,3 +386,152 @@ async def test_a_prompted_answers_top_level_errors_leave_out_the_input() -> None
     second = model.requests[2].messages[-1].content
     assert second.startswith("2 validation errors:\n")
     assert '"loc": [\n      "a"\n    ]' in second and '"input"' not in second
+
+
+# --- output types that are no object: wrapped in {"response": ...}, as pydantic-ai wraps them ---
+
+
+class Person(BaseModel):
+    name: str
+
+
+class Bar(BaseModel):
+    c: bool
+
+
+INT_SCHEMA = {
+    "properties": {"response": {"type": "integer"}},
+    "required": ["response"],
+    "type": "object",
+}
+
+
+async def test_tool_output_of_a_scalar_is_wrapped_in_a_response_object() -> None:
+    # pydantic-ai's ObjectOutputProcessor: a type whose schema is no object is the
+    # "response" of one, and the call's output is that response.
+    model = ScriptedModel([tool_call("final_result", response=42)])
+    result = await Agent("a", model, output_type=ToolOutput(int)).run("go")
+    assert result.output == 42, result.error
+    (spec,) = model.requests[0].tools
+    assert spec.parameters == INT_SCHEMA
+    assert spec.description == "The final response which ends this conversation"
+
+
+async def test_a_scalar_output_type_is_the_response_of_the_response_format() -> None:
+    model = ScriptedModel(['{"response": 42}'])
+    agent = Agent("a", model, output_type=int)
+    result = await agent.run("go")
+    assert result.output == 42, result.error
+    sent = model.requests[0].response_format
+    assert sent is not None and sent.model_json_schema() == INT_SCHEMA
+    assert sent.__name__ == "int"
+
+
+async def test_a_scalar_answer_that_does_not_validate_is_sent_back() -> None:
+    model = ScriptedModel(['{"response": "many"}', '{"response": 3}'])
+    result = await Agent("a", model, output_type=int).run("go")
+    assert result.output == 3, result.error
+    sent = model.requests[1].messages[-1].content
+    assert "response: Input should be a valid integer" in sent
+
+
+async def test_result_list_of_models_with_stringified_response() -> None:
+    # ports test_result_list_of_models_with_stringified_response: the response may be the
+    # JSON of the value as a string (some providers send it so).
+    people = [{"name": "John Doe"}, {"name": "Jane Smith"}]
+    model = ScriptedModel([json.dumps({"response": json.dumps(people)})])
+    result = await Agent("a", model, output_type=list[Person]).run("Hello")
+    assert result.output == [Person(name="John Doe"), Person(name="Jane Smith")], result.error
+
+
+def test_response_tuple() -> None:
+    # ports test_response_tuple's schema
+    agent = Agent("a", ScriptedModel(["x"]), output_type=tuple[str, str])
+    assert agent.output_type is not None
+    assert agent.output_type.model_json_schema() == {
+        "properties": {
+            "response": {
+                "maxItems": 2,
+                "minItems": 2,
+                "prefixItems": [{"type": "string"}, {"type": "string"}],
+                "type": "array",
+            }
+        },
+        "required": ["response"],
+        "type": "object",
+    }
+
+
+async def test_tool_output_of_a_union_is_one_wrapped_tool() -> None:
+    # ports test_output_type_tool_output_union's schema: ToolOutput(Foo | Bar) is one tool
+    # whose response is either.
+    model = ScriptedModel([tool_call("final_result", response={"c": True})])
+    result = await Agent("a", model, output_type=ToolOutput(Foo | Bar, strict=False)).run("go")
+    assert result.output == Bar(c=True), result.error
+    (spec,) = model.requests[0].tools
+    assert spec.parameters == {
+        "$defs": {
+            "Bar": {
+                "properties": {"c": {"title": "C", "type": "boolean"}},
+                "required": ["c"],
+                "title": "Bar",
+                "type": "object",
+            },
+            "Foo": {
+                "properties": {
+                    "a": {"title": "A", "type": "integer"},
+                    "b": {"title": "B", "type": "string"},
+                },
+                "required": ["a", "b"],
+                "title": "Foo",
+                "type": "object",
+            },
+        },
+        "properties": {"response": {"anyOf": [{"$ref": "#/$defs/Foo"}, {"$ref": "#/$defs/Bar"}]}},
+        "required": ["response"],
+        "type": "object",
+    }
+    assert spec.strict is False
+
+
+async def test_a_scalar_beside_text_is_an_output_tool() -> None:
+    # output_type=[int, str]: pydantic-ai's final_result tool (wrapped) beside text
+    model = ScriptedModel([tool_call("final_result", response=7)])
+    result = await Agent("a", model, output_type=[int, str]).run("go")
+    assert result.output == 7, result.error
+    assert model.requests[0].tools[0].parameters == INT_SCHEMA
+    model = ScriptedModel(["words"])
+    assert (await Agent("a", model, output_type=[int, str]).run("go")).output == "words"
+
+
+async def test_a_scalar_in_a_union_of_models_is_a_member_of_the_envelope() -> None:
+    # a union without text is one response_format (pydantic-ai's native union): the scalar's
+    # member is named by its type, its data the wrapped object.
+    model = ScriptedModel(['{"result": {"kind": "int", "data": {"response": 5}}}'])
+    agent = Agent("a", model, output_type=Foo | int)
+    result = await agent.run("go")
+    assert result.output == 5, result.error
+    model = ScriptedModel(['{"result": {"kind": "Foo", "data": {"a": 1, "b": "x"}}}'])
+    result = await Agent("a", model, output_type=[Foo, int]).run("go")
+    assert result.output == Foo(a=1, b="x"), result.error
+
+
+def test_an_output_type_pydantic_cannot_read_is_refused() -> None:
+    class Plain:
+        pass
+
+    for output_type in (Plain, ToolOutput(Plain), [Plain, str]):
+        with pytest.raises(ConfigurationError, match="output_type"):
+            Agent("a", ScriptedModel(["x"]), output_type=output_type)
+
+
+async def test_a_scalar_output_type_is_sent_to_an_openai_server_as_its_wrapped_schema() -> None:
+    async with OpenAICompatServer(['{"response": [1, 2]}']) as server:
+        model = LiteLLMModel("openai/test-model", api_base=server.base_url, api_key="sk-test")
+        result = await Agent("a", model, output_type=list[int]).run("Hello")
+    assert result.output == [1, 2], result.error
+    sent = server.requests[0]["response_format"]
+    assert sent["type"] == "json_schema" and sent["json_schema"]["name"] == "list"
+    schema = sent["json_schema"]["schema"]
+    assert schema["properties"] == {"response": {"items": {"type": "integer"}, "type": "array"}}
+    assert schema["required"] == ["response"]

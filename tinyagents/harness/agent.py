@@ -49,7 +49,8 @@ class Agent:
     narrows it; the first allowed one is used). Without it a run may use ``model``'s name
     only, so no steering command can switch it to another model. ``output_type`` (a pydantic
     model class, or a union of them: ``A | B``, ``[A, B]``) asks for structured output: the
-    run's output is the validated object (of the member the answer names). A union with
+    run's output is the validated object (of the member the answer names); another type
+    (``int``, ``list[A]``) is the ``response`` of an object, as pydantic-ai wraps it. A union with
     ``str`` (``A | str``) lets the model answer in text too: its models are offered as
     output tools (pydantic-ai's ``final_result``), and no ``response_format`` is sent. An
     output function (``output_type=fn``), ``ToolOutput``, ``TextOutput``, ``NativeOutput`` and

@@ -82,7 +82,7 @@ from tinyagents.harness.model import (
     parse_arguments,
 )
 from tinyagents.harness.narrowing import narrowings_below, send_narrowings, withdraw_narrowings
-from tinyagents.harness.output import OutputTool, UnionOutput
+from tinyagents.harness.output import OutputTool, ResponseOutput, UnionOutput
 from tinyagents.harness.pausing import HoldBelow, Pauses, join_holds_above, reconcile_below
 from tinyagents.harness.tools import (
     FunctionTool,
@@ -482,6 +482,8 @@ class AgentRun(RunDriver):
                 else:
                     assert output.model is not None
                     value = output.model.model_validate(call.args)
+                    if isinstance(value, ResponseOutput):  # ToolOutput(int): its response
+                        value = value.output()
             except ValidationError as exc:
                 problems = validation_problems(exc)
             except InvalidArguments as exc:
@@ -1905,7 +1907,7 @@ def read_output(output_type: type[BaseModel], text: str) -> Any:
     """The ``output_type`` object ``text`` holds, as a run reads its answer (its JSON, in a
     markdown fence or not); raises ``ValidationError`` for text that holds none."""
     output = output_type.model_validate_json(_unfenced(text))
-    return output.output() if isinstance(output, UnionOutput) else output
+    return output.output() if isinstance(output, (UnionOutput, ResponseOutput)) else output
 
 
 def _retry_errors(exc: ValidationError) -> str:

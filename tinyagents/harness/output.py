@@ -14,6 +14,12 @@ pydantic-ai's ``ToolOutput`` names them (``final_result`` for one model, ``final
 for several), and no ``response_format`` is sent: a text answer is the output as text, and a
 call of an output tool whose arguments validate is the output as that model.
 
+A type that is no model class (``int``, ``list[Foo]``, ``Foo | Bar`` inside a ``ToolOutput``,
+``Literal[...]``) is wrapped as pydantic-ai wraps it (``ResponseOutput``): the ``response`` of
+an object, read as the type (or as a string of its JSON) and unwrapped; as ``output_type``
+it is that object's ``response_format``, in a union a member named by its type (``int``),
+beside text or as a ``ToolOutput`` an output tool whose arguments are that object.
+
 pydantic-ai's output functions and markers go through the same output tools: an output
 function (``output_type=fn``) is an output tool whose arguments are its parameters and whose
 return is the output; ``ToolOutput`` names, describes and caps one; ``TextOutput`` passes a
@@ -27,6 +33,7 @@ tools without ``str`` beside them are the only way to answer. What we do not car
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 import json
 import re
@@ -34,9 +41,17 @@ import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    TypeAdapter,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+    create_model,
+)
 from pydantic.json_schema import models_json_schema
 
 from tinyagents._record import Record
@@ -49,6 +64,7 @@ __all__ = [
     "OutputSpec",
     "OutputTool",
     "PromptedOutput",
+    "ResponseOutput",
     "TextOutput",
     "ToolOutput",
     "UnionOutput",
@@ -101,9 +117,36 @@ class UnionOutput(BaseModel):
         the envelope's ``data: object``, which is only how the answer is read)."""
         return copy.deepcopy(cls.sent_schema)
 
-    def output(self) -> BaseModel:
-        """The member the answer names, validated (a ``ValidationError`` if it does not fit)."""
-        return self.members[self.result.kind].model_validate(self.result.data)
+    def output(self) -> Any:
+        """The member the answer names, validated (a ``ValidationError`` if it does not fit;
+        a wrapped type's ``response``)."""
+        output = self.members[self.result.kind].model_validate(self.result.data)
+        return output.output() if isinstance(output, ResponseOutput) else output
+
+
+class ResponseOutput(BaseModel):
+    """An output type whose JSON schema is no object (``int``, ``list[Foo]``, ``Foo | Bar``,
+    ``Literal[...]``), wrapped as pydantic-ai's ``ObjectOutputProcessor`` wraps it: an object
+    whose ``response`` is the value, sent as its schema (``{"properties": {"response":
+    <schema>}, "required": ["response"], "type": "object"}``), the ``response`` read as the
+    type or as a string of its JSON (some providers send it so), and the output the
+    ``response``. Made by ``output_spec_of``, one class per type, named after the type."""
+
+    model_config = ConfigDict(defer_build=True)
+
+    #: The JSON schema sent for it (see ``model_json_schema``).
+    sent_schema: ClassVar[dict[str, Any]] = {}
+    response: Any
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The schema sent: the type's own as ``response`` (not the ``| Json[...]`` it is
+        read as)."""
+        return copy.deepcopy(cls.sent_schema)
+
+    def output(self) -> Any:
+        """The value the answer holds."""
+        return self.response
 
 
 @dataclass(init=False, slots=True, eq=False, repr=False)
@@ -311,12 +354,15 @@ def output_spec_of(agent: str, output_type: object) -> OutputSpec:
     if members is None:
         if isinstance(output_type, type) and issubclass(output_type, BaseModel):
             return OutputSpec(output_type=output_type)
+        wrapped = _wrapped(agent, output_type)
+        if wrapped is not None:
+            return OutputSpec(output_type=wrapped)
         raise ConfigurationError(
             f"agent {agent!r}: output_type takes a pydantic model class (the output's JSON "
-            f"schema is sent as response_format), a union of them (with str, for text "
-            f"too), an output function or a ToolOutput / NativeOutput / TextOutput marker, "
-            f"got {kind_of(output_type)}; wrap other types in one, e.g. class "
-            "Answer(BaseModel): value: int"
+            f"schema is sent as response_format), another type (int, list[Foo], Foo | Bar: "
+            f"the response of an object, as pydantic-ai wraps it), a union of them (with str, "
+            f"for text too), an output function or a ToolOutput / NativeOutput / TextOutput "
+            f"marker, got {kind_of(output_type)}"
         )
     for member in members:
         if isinstance(member, (NativeOutput, PromptedOutput)):
@@ -343,14 +389,20 @@ def output_spec_of(agent: str, output_type: object) -> OutputSpec:
 
 
 def _models(agent: str, members: list[Any]) -> list[type[BaseModel]]:
+    """The members as model classes: a model class as it is, any other type pydantic reads
+    wrapped (``ResponseOutput``); anything else (None, a value) is refused."""
+    members = [
+        m if isinstance(m, type) and issubclass(m, BaseModel) else (_wrapped(agent, m) or m)
+        for m in members
+    ]
     refused = [m for m in members if not (isinstance(m, type) and issubclass(m, BaseModel))]
     if refused or not members:
         got = ", ".join(kind_of(m) if m is not None else "None" for m in refused) or "nothing"
         raise ConfigurationError(
-            f"agent {agent!r}: a union output_type takes pydantic model classes (and str, "
-            f"for a text answer) only, got {got}: a model's answer is the JSON of the "
-            "response_format or an output tool's arguments, which leave no room for a bare "
-            "value; wrap it in a model, e.g. class Answer(BaseModel): value: int"
+            f"agent {agent!r}: a union output_type takes pydantic model classes, other types "
+            f"(int, list[Foo]: the response of an object) and str (for a text answer), got "
+            f"{got}: None or a value has no JSON schema of its own; use a type, e.g. "
+            "int | Foo, or a model, e.g. class Answer(BaseModel): value: int | None"
         )
     return members
 
@@ -449,6 +501,10 @@ def _with_markers(agent: str, members: list[Any]) -> OutputSpec:
         inner = marker.output
         function: FunctionTool | None = None
         model: type[BaseModel] | None = None
+        if not _is_function(inner) and not (
+            isinstance(inner, type) and issubclass(inner, BaseModel)
+        ):
+            inner = _wrapped(agent, inner) or inner  # int: {"response": int}
         if isinstance(inner, type) and issubclass(inner, BaseModel):
             base, model = inner.__name__, inner
             parameters, doc = inner.model_json_schema(), _docstring(inner)
@@ -459,8 +515,8 @@ def _with_markers(agent: str, members: list[Any]) -> OutputSpec:
         else:
             raise ConfigurationError(
                 f"agent {agent!r}: an output tool (ToolOutput, or an output_type with output "
-                f"functions) takes pydantic model classes and functions, got {kind_of(inner)}; "
-                "wrap other types in a model, e.g. class Answer(BaseModel): value: int"
+                f"functions) takes pydantic model classes, other types (int, list[Foo]: the "
+                f"response of an object) and functions, got {kind_of(inner)}"
             )
         name = marker.name
         if name is None:
@@ -513,8 +569,70 @@ def _is_function(value: object) -> bool:
 
 
 def _docstring(model: type[BaseModel]) -> str | None:
+    if issubclass(model, ResponseOutput):  # a wrapped type's schema has no description
+        return None
     doc = model.__doc__
     return inspect.cleandoc(doc) if doc and doc is not BaseModel.__doc__ else None
+
+
+def _wrapped(agent: str, output_type: object) -> type[ResponseOutput] | None:
+    """``output_type`` wrapped in ``{"response": ...}`` (``ResponseOutput``), as pydantic-ai
+    wraps a type that is not model-like: None for what is no type (a value, None), for
+    ``str`` (text) and for dataclasses and TypedDicts (pydantic-ai reads them unwrapped, as
+    objects; here a model class is the object output). A type pydantic cannot read is a
+    ``ConfigurationError``."""
+    if output_type is None or output_type is str or output_type is type(None):
+        return None
+    if not isinstance(output_type, type) and typing.get_origin(output_type) is None:
+        return None  # a value, a string, a marker
+    if isinstance(output_type, type) and (
+        dataclasses.is_dataclass(output_type) or typing.is_typeddict(output_type)
+    ):
+        return None
+    name = _type_name(output_type)
+    wrapped: Any = output_type
+    try:
+        schema = TypeAdapter(wrapped).json_schema()
+        read: Any = Annotated[wrapped, WrapValidator(_or_its_json)]
+        wrapper = create_model(name, __base__=ResponseOutput, response=(read, ...))
+        wrapper.model_rebuild()
+    except Exception as exc:  # pydantic's many ways of refusing a type
+        raise ConfigurationError(
+            f"agent {agent!r}: output_type {name} is no type pydantic can read ({exc}); use "
+            "a pydantic model class, or a type such as int, list[Foo] or Foo | Bar"
+        ) from None
+    defs = schema.pop("$defs", None)
+    sent: dict[str, Any] = {"$defs": defs} if defs else {}
+    sent.update(properties={"response": schema}, required=["response"], type="object")
+    wrapper.sent_schema = sent
+    return wrapper
+
+
+def _or_its_json(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """A wrapped type's ``response`` as the type, else (a string) as the JSON it holds, as
+    pydantic-ai reads ``T | Json[T]``; the problems sent back are the value's own."""
+    try:
+        return handler(value)
+    except ValidationError as exc:
+        if not isinstance(value, str):
+            raise
+        problem = exc
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        raise problem from None
+    try:
+        return handler(parsed)
+    except ValidationError:
+        raise problem from None
+
+
+def _type_name(output_type: object) -> str:
+    """A type's name as pydantic-ai names its output (``int``; ``list`` for ``list[int]``),
+    or, for a union, its members' names joined by ``_or_``."""
+    if isinstance(output_type, types.UnionType) or typing.get_origin(output_type) is typing.Union:
+        return "_or_".join(_type_name(a) for a in typing.get_args(output_type))
+    return str(getattr(output_type, "__name__", None) or repr(output_type))
 
 
 def _members(output_type: object) -> list[Any] | None:
