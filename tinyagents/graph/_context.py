@@ -6,6 +6,7 @@ so the variable is always the scope of the node that called ``interrupt()``.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Callable
 from contextvars import ContextVar, Token
@@ -47,6 +48,35 @@ class CalledCommand(BaseException):
     def __init__(self, command: Any) -> None:
         super().__init__("command for the graph of the calling node")
         self.command = command
+
+
+#: What a node, router or reducer may raise that is no ``Exception`` and goes on as it is: the
+#: program being interrupted, a cancel, a generator's close (a node's failure as it stands)
+#: and the graph's own signals.
+LET_THROUGH = (
+    KeyboardInterrupt,
+    asyncio.CancelledError,
+    GeneratorExit,
+    NodeInterrupt,
+    ParentCommand,
+    CalledCommand,
+)
+
+
+def user_failure(what: str, exc: BaseException) -> BaseException:
+    """The error ``what`` (``"node 'a'"``, a router, a reducer) failed with, having raised
+    ``exc``: ``exc`` itself, but for a ``SystemExit`` (``sys.exit``: let out, it stopped the
+    event loop under every run of a runtime) or a ``BaseException`` of a library's own (as
+    gevent's ``GreenletExit``: it went past every handler, ended the run's task and left the
+    run 'running'), each a ``RuntimeError`` caused by it, that fails the run as any error.
+    Raise it ``from exc`` where it is not ``exc``."""
+    if isinstance(exc, (Exception, *LET_THROUGH)):
+        return exc
+    if isinstance(exc, SystemExit):
+        return RuntimeError(f"{what} tried to exit the process (SystemExit: {exc.code})")
+    return RuntimeError(
+        f"{what} raised {type(exc).__name__}, a BaseException that is no Exception: {exc}"
+    )
 
 
 def stable_id(prefix: str, *parts: object) -> str:

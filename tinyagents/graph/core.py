@@ -29,7 +29,7 @@ from tinyagents.errors import (
     InvalidRouteError,
     InvalidUpdateError,
 )
-from tinyagents.graph._context import stable_id
+from tinyagents.graph._context import stable_id, user_failure
 from tinyagents.graph.checkpointing import (
     Head,
     Planned,
@@ -556,14 +556,21 @@ class GraphCore:
     async def evaluate(
         self, branch: Branch, state: Any, context: NodeContext | None = None
     ) -> list[str | Send]:
-        if branch.config_names:
-            out = branch.router(state, **dict.fromkeys(branch.config_names, context))
-        elif branch.takes_config:
-            out = branch.router(state, context)
-        else:
-            out = branch.router(state)
-        if branch.is_async or hasattr(out, "__await__"):
-            out = await out
+        try:
+            if branch.config_names:
+                out = branch.router(state, **dict.fromkeys(branch.config_names, context))
+            elif branch.takes_config:
+                out = branch.router(state, context)
+            else:
+                out = branch.router(state)
+            if branch.is_async or hasattr(out, "__await__"):
+                out = await out
+        except BaseException as exc:  # sys.exit, a library's own BaseException: failures
+            name = getattr(branch.router, "__name__", "router")
+            failure = user_failure(f"router {name!r} after {branch.source!r}", exc)
+            if failure is exc:
+                raise
+            raise failure from exc
         if isinstance(out, (set, frozenset)):  # node names, in a stable order
             out = sorted(out, key=str)
         results = out if isinstance(out, (list, tuple)) else [out]

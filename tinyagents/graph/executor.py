@@ -33,6 +33,7 @@ from tinyagents.graph._context import (
     reset_scope,
     set_scope,
     unsaved_scope,
+    user_failure,
 )
 from tinyagents.graph.agent_node import run_agent_node
 from tinyagents.graph.checkpointing import (
@@ -60,7 +61,6 @@ from tinyagents.graph.tasks import (
     Writes,
     call_node,
     called_output,
-    exited,
     plan_tasks,
     read_output,
     started,
@@ -448,8 +448,6 @@ class GraphRun:
                 out = await out
         except CalledCommand as called:  # Command.PARENT of a sub-graph the node called
             out = called_output(called)
-        except SystemExit as exc:
-            raise exited(task.node, exc) from exc
         except asyncio.CancelledError as exc:
             # (an except clause costs nothing until something is raised: the hot path keeps
             # its speed) a cancel of the run's caller ends the run so; one the node let
@@ -458,6 +456,11 @@ class GraphRun:
             if running is None or running.cancelling():
                 raise
             raise stray_cancel(task.node) from exc
+        except BaseException as exc:  # sys.exit, a library's own BaseException: failures
+            failure = user_failure(f"node {task.node!r}", exc)
+            if failure is exc:
+                raise
+            raise failure from exc
         try:
             read_output(self, task, out)
         except ParentCommand:

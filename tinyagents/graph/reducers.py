@@ -30,6 +30,7 @@ from typing import Any, Final, Literal, get_origin
 from tinyagents import _clock
 from tinyagents._record import Record
 from tinyagents.errors import InvalidUpdateError
+from tinyagents.graph._context import user_failure
 from tinyagents.graph.langchain import (
     NOT_A_MESSAGE,
     TAKES,
@@ -618,8 +619,14 @@ class Binary(Reducer):
                     current = detach(current)
         elif len(rest) > 1:
             current = detach(current)
-        for write in rest:
-            current = self.fn(current, write)
+        try:
+            for write in rest:
+                current = self.fn(current, write)
+        except BaseException as exc:  # sys.exit, a library's own BaseException: failures
+            failure = user_failure(f"the reducer {self.name!r} of {key!r}", exc)
+            if failure is exc:
+                raise
+            raise failure from exc
         return current, current
 
 

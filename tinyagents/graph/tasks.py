@@ -21,6 +21,7 @@ from tinyagents.graph._context import (
     reset_scope,
     set_scope,
     stable_id,
+    user_failure,
 )
 from tinyagents.graph.checkpointing import Planned
 from tinyagents.graph.context import NodeContext
@@ -367,8 +368,11 @@ async def _invoke(run: TaskRun, task: Task, attempt: int) -> Any:
         if spec.is_async or inspect.isawaitable(out):
             out = await out
         return out
-    except SystemExit as exc:
-        raise exited(task.node, exc) from exc
+    except BaseException as exc:
+        failure = user_failure(f"node {task.node!r}", exc)
+        if failure is exc:
+            raise
+        raise failure from exc
 
 
 async def _output(run: TaskRun, task: Task, attempt: int) -> Any:
@@ -482,10 +486,3 @@ def stray_cancel(node: str) -> RuntimeError:
         f"node {node!r} raised CancelledError, but its task was not cancelled (a cancel of "
         "something it awaited, let through?): catch it in the node, or raise another error"
     )
-
-
-def exited(node: str, exc: SystemExit) -> RuntimeError:
-    """The error of a node that called ``sys.exit``: it fails the node (and so its run), as a
-    tool's or a model call's does in the harness. Let through, it went out of ``run()`` and,
-    in a runtime's task, stopped the event loop under every run of the runtime."""
-    return RuntimeError(f"node {node!r} tried to exit the process (SystemExit: {exc.code})")

@@ -1,0 +1,166 @@
+"""A hostile user's third round: the graph builder and runtime, the runtime's steering and the
+agent's tools, given what a careless or malicious caller gives.
+
+Each test is a probe that found something (named in its comment). What was probed and held
+(no test added here, the behaviour is pinned elsewhere or is as documented):
+
+- graph builder: a TypedDict with no keys (runs; a write to it is an ``InvalidUpdateError``),
+  ``Annotated`` metadata that is no callable (ignored, as LangGraph's), edges and conditional
+  path maps to unknown nodes (``GraphValidationError`` at compile);
+- routing: a router returning an unknown name, ``None``, ``START``, a number, an object,
+  ``[None]``, a ``Send`` to an unknown node (``InvalidRouteError``, run ``failed``), ``[]``
+  (ends) or a name twice (runs once); ``Command(goto=...)`` of a number, ``[None]``, an
+  unknown node, ``START``; ``Command(resume=...)``/``Command(graph=...)`` from a node;
+  a node returning a number, text, a list or unknown keys (``InvalidUpdateError``);
+- ``recursion_limit`` 0, -1, ``True``, 1.5, ``"3"``, ``inf`` (``ArgumentError``), 10**18 (runs);
+- thread ids empty, blank, 10,000 characters, a number, bytes, a tuple, NUL, a lone
+  surrogate (``InvalidIdError`` from ``run`` and ``get_state``); ``get_state``/``history`` of
+  an unknown thread (empty); ``update_state`` with an unknown or non-text ``as_node`` or key
+  (``InvalidUpdateError``);
+- ``interrupt()`` and state values no checkpoint holds (a lock, a function, an object,
+  bytes that are not UTF-8) on memory, SQLite and PostgreSQL: the node fails, the run ends
+  ``failed`` with its events; NaN, infinities, 2**64, 10**400, NUL and lone surrogates in
+  text and keys round-trip on all three;
+- a node raising ``SystemExit``, ``CancelledError`` (not cancelled), ``GeneratorExit``,
+  ``StopIteration``, ``StopAsyncIteration``, ``RecursionError``, sync or async, alone or
+  beside another task: ``failed``, one ``graph.completed``, the thread's lease given back;
+- steering: a command to a finished run (accepted, then settled), to a forgotten one
+  (rejected, not found); ``forget`` of a running run (``ConfigurationError``); 20 MB of text
+  (rejected by the payload policy); a payload nested 5,000 deep (``InvalidCommandError``);
+  correlation ids blank, NUL, 100,000 characters, a number, ``None``, a lone surrogate
+  (``InvalidCommandError``); a second command reusing a correlation id with other contents
+  (``duplicate``, the first's outcome stands); a runtime closed with 22 commands waiting at a
+  running run's boundaries, or at a paused run's: each ends ``steering.failed``;
+- tools: results no JSON holds (a lock, an object, one whose ``str`` raises, bytes, NaN,
+  a generator, 10**5000), tools raising ``SystemExit``, ``GeneratorExit``,
+  ``CancelledError``, ``StopIteration``, ``StopAsyncIteration``, ``RecursionError``,
+  ``MemoryError``: an error result, the run goes on; calls to unknown tools named ``""``,
+  NUL or 100,000 characters, arguments that are no JSON object, NaN, a key twice, two calls
+  sharing an id: an error result naming the problem, the run goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any, TypedDict
+
+import pytest
+
+from tinyagents import RunStatus, Runtime
+from tinyagents.graph import END, START, StateGraph
+from tinyagents.store.checkpoint import MemoryCheckpointer
+from tinyagents.testkit import EventRecorder
+
+
+class _Foreign(BaseException):
+    """A library's own ``BaseException`` that is no ``Exception`` (as gevent's
+    ``GreenletExit``)."""
+
+
+class _State(TypedDict):
+    x: Any
+
+
+def _graph_ends(recorder: EventRecorder, run_id: str) -> list[str]:
+    return [e.type for e in recorder.events if e.run_id == run_id and e.type == "graph.completed"]
+
+
+async def _ends_failed(graph: Any, recorder: EventRecorder, checkpointer: Any) -> str:
+    """Run ``graph`` on a runtime; it must end failed with one terminal event, its thread
+    given back; returns the run's error."""
+    async with Runtime(sinks=[recorder]) as rt:
+        handle = await rt.start_graph(graph, {"x": 0}, thread_id="t-1")
+        result = await asyncio.wait_for(handle.result(), 10)
+        assert result.status is RunStatus.FAILED
+        assert handle.info.status is RunStatus.FAILED
+        assert _graph_ends(recorder, handle.run_id) == ["graph.completed"]
+    await checkpointer.acquire("t-1", "the next writer")  # the lease was given back
+    await checkpointer.release("t-1", "the next writer")
+    assert result.error is not None
+    return result.error
+
+
+# ---------------------------------------------------------------------- graph: BaseException
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+@pytest.mark.parametrize("beside", [False, True])
+async def test_a_node_raising_a_foreign_base_exception_fails_its_run(
+    is_async: bool, beside: bool
+) -> None:
+    # it went past every handler: the run's task ended with it ("Task exception was never
+    # retrieved"), the run stayed 'running' (also after the runtime closed), result() hung
+    # and no graph.completed came; graph.run() let it out
+    if is_async:
+
+        async def node(state: _State) -> dict[str, Any]:
+            raise _Foreign("a library stopping")
+    else:
+
+        def node(state: _State) -> dict[str, Any]:
+            raise _Foreign("a library stopping")
+
+    builder = StateGraph(_State).add_node("a", node).add_edge(START, "a").add_edge("a", END)
+    if beside:
+        builder.add_node("b", lambda s: {}).add_edge(START, "b").add_edge("b", END)
+    checkpointer = MemoryCheckpointer()
+    graph = builder.compile(checkpointer=checkpointer)
+    error = await _ends_failed(graph, EventRecorder(), checkpointer)
+    assert "node 'a' raised _Foreign" in error and "a library stopping" in error
+    result = await graph.run({"x": 0}, thread_id="t-2")
+    assert result.status == "failed" and isinstance(result.error, RuntimeError)
+    assert isinstance(result.error.__cause__, _Foreign)
+    snapshot = await graph.get_state("t-2")
+    assert [t.name for t in snapshot.tasks] == (["a", "b"] if beside else ["a"])
+    failed = next(t for t in snapshot.tasks if t.name == "a")
+    assert failed.error is not None  # its failure is kept, as any node's
+
+
+@pytest.mark.parametrize("raised", [_Foreign("a library stopping"), SystemExit(4)])
+async def test_a_router_raising_no_exception_fails_its_run_keeping_the_nodes_writes(
+    raised: BaseException,
+) -> None:
+    # _Foreign: the run stayed 'running' for ever, as a node's; SystemExit went out of the
+    # run's task and stopped the event loop under every run of the runtime
+    def router(state: _State) -> str:
+        raise raised
+
+    builder = StateGraph(_State).add_node("a", lambda s: {"x": 1}).add_edge(START, "a")
+    builder.add_conditional_edges("a", router, [END])
+    checkpointer = MemoryCheckpointer()
+    graph = builder.compile(checkpointer=checkpointer)
+    error = await _ends_failed(graph, EventRecorder(), checkpointer)
+    assert "router" in error and type(raised).__name__ in error
+    result = await graph.run({"x": 0}, thread_id="t-2")
+    assert result.status == "failed" and isinstance(result.error, RuntimeError)
+    assert result.error.__cause__ is raised
+    assert (await graph.get_state("t-2")).values == {"x": 1}  # the node's writes are kept
+
+
+_RAISED: list[BaseException] = []
+
+
+def _raising_reducer(current: Any, update: Any) -> Any:
+    if update == 99:
+        raise _RAISED[0]
+    return update
+
+
+class _Reduced(TypedDict):
+    x: Annotated[Any, _raising_reducer]
+
+
+@pytest.mark.parametrize("raised", [_Foreign("a library stopping"), SystemExit(4)])
+async def test_a_reducer_raising_no_exception_fails_its_run(raised: BaseException) -> None:
+    # as a router's: the run stayed 'running' (_Foreign), or the event loop stopped (SystemExit)
+    _RAISED[:] = [raised]
+    builder = StateGraph(_Reduced).add_node("a", lambda s: {"x": 99})
+    builder.add_edge(START, "a").add_edge("a", END)
+    checkpointer = MemoryCheckpointer()
+    graph = builder.compile(checkpointer=checkpointer)
+    error = await _ends_failed(graph, EventRecorder(), checkpointer)
+    assert "reducer '_raising_reducer' of 'x'" in error and type(raised).__name__ in error
+    result = await graph.run({"x": 0}, thread_id="t-2")
+    assert result.status == "failed" and isinstance(result.error, RuntimeError)
+    assert result.error.__cause__ is raised
+    assert result.state == {"x": 0}
