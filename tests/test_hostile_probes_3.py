@@ -164,3 +164,49 @@ async def test_a_reducer_raising_no_exception_fails_its_run(raised: BaseExceptio
     assert result.status == "failed" and isinstance(result.error, RuntimeError)
     assert result.error.__cause__ is raised
     assert result.state == {"x": 0}
+
+
+# ---------------------------------------------------------------------- graph: one-shot values
+
+
+class _Two(TypedDict):
+    x: Any
+    y: Any
+
+
+def _one_shots() -> list[Any]:
+    return [(i for i in range(3)), iter([0, 1, 2]), map(int, "012"), reversed([2, 1, 0])]
+
+
+@pytest.mark.parametrize("index", range(4), ids=["generator", "list_iterator", "map", "reversed"])
+async def test_a_one_shot_iterator_written_to_a_saved_state_fails_the_node_not_the_next_one(
+    index: int,
+) -> None:
+    # saving the step's checkpoint used the iterator up (pydantic writes its items as a
+    # list): the next node read it empty ('y' == []) while the checkpoint held the items; a
+    # run without checkpointer reads [0, 1, 2]
+    builder = StateGraph(_Two).add_node("a", lambda s: {"x": _one_shots()[index]})
+    builder.add_node("b", lambda s: {"y": list(s["x"])})
+    builder.add_edge(START, "a").add_edge("a", "b").add_edge("b", END)
+    assert (await builder.compile().run({"x": None})).state["y"] == [0, 1, 2]
+    graph = builder.compile(checkpointer=MemoryCheckpointer())
+    result = await graph.run({"x": None}, thread_id="t-1")
+    assert result.status == "failed"
+    assert "cannot checkpoint 'x'" in str(result.error) and "one-shot iterator" in str(result.error)
+    snapshot = await graph.get_state("t-1")
+    assert snapshot.next == ("a",) and snapshot.values == {"x": None}  # nothing of it saved
+
+
+async def test_a_one_shot_interrupt_value_fails_the_node_that_asks() -> None:
+    # the question was saved as the iterator's items, and the Interrupt the caller got held
+    # the iterator used up: list(result.interrupts[0].value) == []
+    from tinyagents.graph import interrupt
+
+    def ask(state: _Two) -> dict[str, Any]:
+        return {"y": interrupt(i for i in range(3))}
+
+    builder = StateGraph(_Two).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
+    graph = builder.compile(checkpointer=MemoryCheckpointer())
+    result = await graph.run({"x": 0}, thread_id="t-1")
+    assert result.status == "failed" and result.interrupts == []
+    assert "cannot checkpoint an interrupt() value: a generator is a one-shot" in str(result.error)

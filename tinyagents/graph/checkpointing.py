@@ -62,6 +62,9 @@ def new_frontier_id() -> str:
 def encode(value: Any, what: str = "a value") -> Any:
     """Python → JSON-able, for checkpoints (pydantic models, dataclasses, sets, ...). A value
     no checkpoint can hold is an ``InvalidUpdateError`` naming ``what`` it is (a key)."""
+    kind = type(value)
+    if kind not in _PLAIN and hasattr(kind, "__next__"):
+        _refuse_one_shot(value, what)
     try:
         return to_jsonable_python(value, fallback=_unencodable)
     except (TypeError, ValueError) as exc:
@@ -70,6 +73,22 @@ def encode(value: Any, what: str = "a value") -> Any:
             f"cannot checkpoint {what}: {why}; state values must be JSON-able, pydantic "
             "models or dataclasses"
         ) from exc
+
+
+#: The types most values are, which are no iterators: ``encode`` asks no more of them (a
+#: failed attribute look-up, ``hasattr``, costs about as much as encoding a small dict).
+_PLAIN: Final = frozenset({str, int, float, bool, type(None), dict, list, tuple})
+
+
+def _refuse_one_shot(value: Any, what: str) -> None:
+    """A one-shot iterator (a generator, ``map``, ``zip``, ``iter(...)``, an open file): saving
+    it would use it up (pydantic writes its items as a list), so the run went on with it
+    empty (the next node read nothing) while the checkpoint held the items."""
+    raise InvalidUpdateError(
+        f"cannot checkpoint {what}: a {type(value).__name__} is a one-shot iterator, which "
+        "saving it would use up (the state would keep it empty); write a list of its items "
+        "instead (list(...))"
+    )
 
 
 def _unencodable(value: Any) -> Any:
@@ -505,8 +524,15 @@ def interrupt_write(task_id: str, interrupts: list[Interrupt]) -> WriteRecord:
     return WriteRecord(
         task_id=task_id,
         kind="interrupt",
-        value=[encode(i.to_json(), "an interrupt() value") for i in interrupts],
+        value=[_encoded_interrupt(i) for i in interrupts],
     )
+
+
+def _encoded_interrupt(question: Interrupt) -> Any:
+    kind = type(question.value)
+    if kind not in _PLAIN and hasattr(kind, "__next__"):
+        _refuse_one_shot(question.value, "an interrupt() value")
+    return encode(question.to_json(), "an interrupt() value")
 
 
 async def save(
