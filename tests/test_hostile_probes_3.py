@@ -47,6 +47,7 @@ from typing import Annotated, Any, TypedDict
 import pytest
 
 from tinyagents import RunStatus, Runtime
+from tinyagents.errors import GraphValidationError
 from tinyagents.graph import END, START, StateGraph
 from tinyagents.store.checkpoint import MemoryCheckpointer
 from tinyagents.testkit import EventRecorder
@@ -210,3 +211,51 @@ async def test_a_one_shot_interrupt_value_fails_the_node_that_asks() -> None:
     result = await graph.run({"x": 0}, thread_id="t-1")
     assert result.status == "failed" and result.interrupts == []
     assert "cannot checkpoint an interrupt() value: a generator is a one-shot" in str(result.error)
+
+
+# ---------------------------------------------------------------------- graph builder: lists
+
+
+def _builder() -> StateGraph:
+    return StateGraph(_State).add_node("a", lambda s: {}).add_edge(START, "a")
+
+
+@pytest.mark.parametrize("path_map", [5, None.__class__, object()])
+def test_a_path_map_that_is_no_collection_is_a_graph_validation_error(path_map: Any) -> None:
+    # a bare TypeError ("'int' object is not iterable") from inside the builder
+    with pytest.raises(GraphValidationError, match="path_map") as raised:
+        _builder().add_conditional_edges("a", lambda s: END, path_map)
+    assert isinstance(raised.value, TypeError)  # as LangGraph's, for ported code
+
+
+def test_a_path_map_of_text_is_refused_not_read_letter_by_letter() -> None:
+    # "ab" was the mapping {"a": "a", "b": "b"}: a router returning "ab" failed at run time,
+    # one returning "a" ran node 'a'
+    with pytest.raises(GraphValidationError, match=r"path_map.*\['ab'\]"):
+        _builder().add_node("ab", lambda s: {}).add_conditional_edges("a", lambda s: "ab", "ab")
+
+
+@pytest.mark.parametrize("field", ["destinations", "supervises"])
+@pytest.mark.parametrize("value", [5, "ab"])
+def test_node_lists_that_are_no_lists_of_names_are_refused(field: str, value: Any) -> None:
+    # 5: a bare TypeError; "ab": the nodes 'a' and 'b', letter by letter
+    with pytest.raises(GraphValidationError, match=field):
+        StateGraph(_State).add_node("n", lambda s: {}, **{field: value})
+
+
+def test_a_node_that_is_no_function_is_a_graph_validation_error_and_a_type_error() -> None:
+    # a bare TypeError (LangGraph's kind, kept for ported code), where every other refusal of
+    # the builder is a GraphValidationError
+    with pytest.raises(GraphValidationError, match="must be a function") as raised:
+        StateGraph(_State).add_node("n", 5)
+    assert isinstance(raised.value, TypeError)
+    with pytest.raises(GraphValidationError, match="must be a function"):
+        StateGraph(_State).add_sequence([5])  # type: ignore[list-item]
+
+
+def test_node_lists_of_names_are_still_taken() -> None:
+    builder = StateGraph(_State).add_node("a", lambda s: {}, destinations=("b",))
+    builder.add_node("b", lambda s: {}, destinations={"a": "back"})  # LangGraph's labels
+    builder.add_edge(START, "a").add_conditional_edges("a", lambda s: END, [END])
+    builder.add_edge("b", END)
+    assert builder.compile() is not None

@@ -212,8 +212,8 @@ class StateGraph:
             name=name,
             retry=policies,
             timeout=timeout,
-            destinations=tuple(map(node_name, destinations)),
-            supervises=tuple(supervises),
+            destinations=_names(destinations, f"node {name!r}: destinations"),
+            supervises=_names(supervises, f"node {name!r}: supervises"),
             metadata=dict(metadata or {}),
             defer=defer,
         )
@@ -321,7 +321,7 @@ class StateGraph:
                 )
             mapping = path_map
         if mapping is not None and not isinstance(mapping, dict):
-            mapping = {name: name for name in mapping}
+            mapping = {name: name for name in _names(mapping, "a conditional edge's path_map")}
         if mapping is not None:
             mapping = {key: _text_name(target) for key, target in mapping.items()}
         source = _text_name(source)
@@ -536,10 +536,33 @@ def _action_name(action: Any) -> str:
     return name if isinstance(name, str) and name else type(action).__name__
 
 
+class _WrongKindError(GraphValidationError, TypeError):
+    """A builder argument of the wrong kind: a ``GraphValidationError``, as every refusal of
+    the builder, and a ``TypeError``, as LangGraph's, so ported ``except TypeError`` code
+    catches it too."""
+
+
+def _names(value: object, what: str) -> tuple[str, ...]:
+    """A collection of node names (``destinations``, ``supervises``, a conditional edge's
+    list): text alone was read letter by letter (``"ab"``: the nodes 'a' and 'b'), and
+    anything else that is no collection a bare ``TypeError`` from inside the builder."""
+    if isinstance(value, str):
+        raise _WrongKindError(
+            f"{what} takes a collection of node names, got the text {value!r}; for one node "
+            f"give [{value!r}]"
+        )
+    if not isinstance(value, Iterable):
+        raise _WrongKindError(
+            f"{what} takes a collection of node names, got {type(value).__name__} {value!r}"
+        )
+    return tuple(_text_name(name) for name in value)
+
+
 def _not_a_node(name: Any, action: Any) -> NoReturn:
-    """A node that is no function, graph or agent: a ``TypeError``, as LangGraph's ("Expected
-    a Runnable, callable or dict"), so ported ``except TypeError`` code catches it."""
-    raise TypeError(
+    """A node that is no function, graph or agent: a ``GraphValidationError`` that is also a
+    ``TypeError``, as LangGraph's ("Expected a Runnable, callable or dict"), so ported
+    ``except TypeError`` code catches it."""
+    raise _WrongKindError(
         f"node {name!r} must be a function, a compiled graph or an Agent, "
         f"got {type(action).__name__}"
     )
