@@ -46,11 +46,12 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 
-from tinyagents import RunStatus, Runtime
+from tinyagents import Agent, RunStatus, Runtime
 from tinyagents.errors import GraphValidationError
 from tinyagents.graph import END, START, StateGraph
 from tinyagents.store.checkpoint import MemoryCheckpointer
-from tinyagents.testkit import EventRecorder
+from tinyagents.events import Event, EventBus, RunEvent
+from tinyagents.testkit import EventRecorder, ScriptedModel
 
 
 class _Foreign(BaseException):
@@ -259,3 +260,45 @@ def test_node_lists_of_names_are_still_taken() -> None:
     builder.add_edge(START, "a").add_conditional_edges("a", lambda s: END, [END])
     builder.add_edge("b", END)
     assert builder.compile() is not None
+
+
+# ---------------------------------------------------------------------- events: sinks
+
+
+@pytest.mark.parametrize("raised", [_Foreign("a sink's library"), GeneratorExit()])
+@pytest.mark.parametrize("on", ["run.completed", "graph.task_started", "graph.completed"])
+async def test_a_sink_raising_no_exception_is_a_sink_error_and_the_run_ends(
+    raised: BaseException, on: str
+) -> None:
+    # only Exception, SystemExit and CancelledError were a sink's failures: these went into
+    # the publishing run, whose task ended with it, the run left 'running' for ever
+    def sink(event: Event) -> None:
+        if event.type == on:
+            raise raised
+
+    recorder = EventRecorder()
+    async with Runtime(sinks=[sink, recorder]) as rt:
+        if on.startswith("graph"):
+            graph = StateGraph(_State).add_node("a", lambda s: {"x": 1})
+            compiled = graph.add_edge(START, "a").add_edge("a", END).compile()
+            handle = await rt.start_graph(compiled, {"x": 0})
+        else:
+            handle = await rt.start(Agent("a", ScriptedModel(["done"])), "go")
+        result = await asyncio.wait_for(handle.result(), 10)
+        assert result.status is RunStatus.COMPLETED
+        assert rt.bus.sink_errors == {sink.__qualname__: 1}
+    ends = {"run.completed", "graph.completed"}
+    assert [e.type for e in recorder.events if e.run_id == handle.run_id and e.type in ends] == [
+        "graph.completed" if on.startswith("graph") else "run.completed"
+    ]
+
+
+@pytest.mark.parametrize("raised", [_Foreign("a filter's library"), GeneratorExit()])
+def test_a_subscription_filter_raising_no_exception_is_its_error(raised: BaseException) -> None:
+    def where(event: Event) -> bool:
+        raise raised
+
+    bus = EventBus()
+    subscription = bus.subscribe(where=where)
+    bus.publish(RunEvent(type="run.status"))  # it raised out of publish
+    assert subscription.errors == 1

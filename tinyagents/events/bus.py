@@ -30,11 +30,13 @@ EventFilter = Callable[[Event], bool]
 log = logging.getLogger("tinyagents.events")
 
 
-#: What a sink or a filter may raise without it reaching the publisher: its failures. A sink
-#: is called synchronously, so no cancellation of the publisher's task lands inside it and a
-#: ``CancelledError`` is its own; ``SystemExit`` let through a run's task ends the event loop
-#: under every run of the runtime. ``KeyboardInterrupt`` (the user) is not caught.
-SINK_FAILURES: tuple[type[BaseException], ...] = (Exception, SystemExit, asyncio.CancelledError)
+# What a sink or a filter raises does not reach the publisher: it is its failure, whatever
+# it is but ``KeyboardInterrupt`` (the user stopping the program). A sink is called
+# synchronously, so no cancellation of the publisher's task lands inside it and a
+# ``CancelledError`` is its own; ``SystemExit`` let through a run's task ends the event loop
+# under every run of the runtime; and ``GeneratorExit`` or a library's own ``BaseException``
+# ended the publishing run's task, the run left 'running' for ever. (Two except clauses:
+# they cost nothing until something is raised.)
 
 
 def _report(what: str, exc: BaseException, logged: set[type[BaseException]]) -> None:
@@ -77,7 +79,9 @@ class Subscription:
             try:
                 if not self._where(event):
                     return
-            except SINK_FAILURES as exc:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:
                 self.errors += 1
                 _report(f"the filter {sink_name(self._where)} of a subscription", exc, self._logged)
                 return
@@ -180,7 +184,9 @@ class EventBus:
         for sink in self._sinks:
             try:
                 sink(event)
-            except SINK_FAILURES as exc:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:
                 self._sink_failed(sink, exc)
         for sub in self._subscribers:
             sub.offer(event)
