@@ -48,9 +48,9 @@ import pytest
 
 from tinyagents import Agent, RunStatus, Runtime
 from tinyagents.errors import GraphValidationError
+from tinyagents.events import Event, EventBus, RunEvent
 from tinyagents.graph import END, START, StateGraph
 from tinyagents.store.checkpoint import MemoryCheckpointer
-from tinyagents.events import Event, EventBus, RunEvent
 from tinyagents.testkit import EventRecorder, ScriptedModel
 
 
