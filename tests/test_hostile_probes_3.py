@@ -1,5 +1,5 @@
-"""A hostile user's third round: the graph builder and runtime, the runtime's steering and the
-agent's tools, given what a careless or malicious caller gives.
+"""A hostile user's third round: the graph builder and runtime, event sinks, the runtime's
+steering and the agent's tools, given what a careless or malicious caller gives.
 
 Each test is a probe that found something (named in its comment). What was probed and held
 (no test added here, the behaviour is pinned elsewhere or is as documented):
@@ -36,7 +36,25 @@ Each test is a probe that found something (named in its comment). What was probe
   ``CancelledError``, ``StopIteration``, ``StopAsyncIteration``, ``RecursionError``,
   ``MemoryError``: an error result, the run goes on; calls to unknown tools named ``""``,
   NUL or 100,000 characters, arguments that are no JSON object, NaN, a key twice, two calls
-  sharing an id: an error result naming the problem, the run goes on.
+  sharing an id: an error result naming the problem, the run goes on;
+- agent callbacks: a system prompt function, an output validator or a model raising a
+  library's own ``BaseException``, ``SystemExit``, ``GeneratorExit`` or a stray
+  ``CancelledError``: the run ends ``failed`` saying so; ``Agent``/``rt.start`` given odd
+  tools, models, instructions, limits, inputs, tenant ids, thread ids or parents: typed
+  refusals (``ConfigurationError``, ``InvalidIdError``, ``UnknownTargetError``);
+  ``RunLimits`` edge values (1e-300 s deadlines and tool timeouts, 10**100 calls,
+  ``max_tool_calls=0``, ``max_tokens=1``) end as their limits say (a ``RunLimits`` value
+  of the wrong kind is pydantic's ``ValidationError``, as ``tests/runs/test_run_limits.py``
+  pins: left as it is);
+- graph steering of a running and of an interrupted run: updates with unknown keys,
+  redirects to unknown nodes or ``START`` (rejected at submit), approvals of unknown nodes
+  or tasks (rejected, not found), agent-only kinds (rejected); the runtime closed with the
+  accepted ones waiting: each ends in one terminal ``steering.*`` event;
+- ``Send`` arguments and ``Command(resume=...)`` values no checkpoint holds (an object, a
+  generator, bytes that are not UTF-8): the node fails, or ``run`` raises
+  ``InvalidUpdateError`` and the question stays pending; ``update_state`` through a reducer
+  raising a library's own ``BaseException``: ``InvalidUpdateError`` naming the channel; a
+  sub-graph's node or a streamed node raising one: the run fails, the stream raises it.
 """
 
 from __future__ import annotations
