@@ -68,8 +68,10 @@ from tinyagents import Agent, RunStatus, Runtime
 from tinyagents.errors import GraphValidationError
 from tinyagents.events import Event, EventBus, RunEvent
 from tinyagents.graph import END, START, StateGraph
+from tinyagents.protocol import SteeringCommand
+from tinyagents.steering import CheckPolicy, PolicyContext
 from tinyagents.store.checkpoint import MemoryCheckpointer
-from tinyagents.testkit import EventRecorder, ScriptedModel
+from tinyagents.testkit import EventRecorder, Gate, ScriptedModel
 
 
 class _Foreign(BaseException):
@@ -320,3 +322,52 @@ def test_a_subscription_filter_raising_no_exception_is_its_error(raised: BaseExc
     subscription = bus.subscribe(where=where)
     bus.publish(RunEvent(type="run.status"))  # it raised out of publish
     assert subscription.errors == 1
+
+
+# ---------------------------------------------------------------------- steering: policies
+
+
+class _RaisingCheck(CheckPolicy):
+    policy_id = "raising-check"
+
+    def __init__(self, raised: BaseException) -> None:
+        self.raised = raised
+
+    def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
+        raise self.raised
+
+
+class _RaisingPolicy:
+    policy_id = "raising-policy"
+
+    def __init__(self, raised: BaseException) -> None:
+        self.raised = raised
+
+    async def __call__(self, cmd: SteeringCommand, ctx: PolicyContext, call_next: Any) -> Any:
+        raise self.raised
+
+
+@pytest.mark.parametrize("kind", [_RaisingCheck, _RaisingPolicy])
+@pytest.mark.parametrize(
+    "raised",
+    [SystemExit(2), _Foreign("a policy's library"), GeneratorExit(), asyncio.CancelledError()],
+    ids=["SystemExit", "foreign", "GeneratorExit", "CancelledError"],
+)
+async def test_a_policy_raising_no_exception_refuses_the_command(
+    kind: type, raised: BaseException
+) -> None:
+    # only an Exception was a policy's failure (the command refused, fail closed): these went
+    # out of submit to the sender, the command with no event at all, and a policy's
+    # SystemExit stopped the event loop under every run of the runtime
+    recorder = EventRecorder()
+    async with Runtime(sinks=[recorder]) as rt:
+        gate = Gate("lead")
+        handle = await rt.start(Agent("a", gate.model("done")), "go")
+        handle.policies.append(kind(raised))  # the run's own, after the runtime's
+        receipt = await handle.steer("hi", check=False)
+        assert receipt.status == "rejected" and receipt.policy_id == kind.policy_id
+        assert receipt.reason is not None and type(raised).__name__ in receipt.reason
+        gate.open()
+        assert (await handle.result()).status is RunStatus.COMPLETED
+    assert recorder.terminal_state(receipt.correlation_id) == "rejected"
+    recorder.assert_every_command_terminal()

@@ -15,6 +15,7 @@ The built-ins, in their default order, are in ``tinyagents.steering.policies``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -341,7 +342,9 @@ def first_refusal(
     for check in checks:
         try:
             reason = check.check(cmd, ctx)
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # called synchronously: even a CancelledError is its own
             return broken(check.policy_id, cmd, exc), check.policy_id
         if reason is not None:
             return reason, check.policy_id
@@ -359,17 +362,22 @@ def first_sender_refusal(
             continue
         try:
             reason = policy.check_sender(cmd, ctx)
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # as in ``first_refusal``
             return broken(policy.policy_id, cmd, exc), policy.policy_id
         if reason is not None:
             return reason, policy.policy_id
     return None
 
 
-def broken(policy_id: str, cmd: SteeringCommand, exc: Exception) -> str:
+def broken(policy_id: str, cmd: SteeringCommand, exc: BaseException) -> str:
     """The rejection reason for a command whose policy raised instead of deciding (logged with
     its traceback). Fail closed: a policy's bug must neither let a command through nor reach
-    the sender (or the parent run cancelling its subtree) as an exception."""
+    the sender (or the parent run cancelling its subtree) as an exception; nor must what is no
+    ``Exception``: a ``SystemExit`` (let out of a task, it stopped the event loop under every
+    run), ``GeneratorExit``, a library's own ``BaseException``, a ``CancelledError`` that no
+    cancel of the submitting task sent. Only ``KeyboardInterrupt`` goes on."""
     _log.error(
         "steering policy %r raised on command %s; the command is rejected",
         policy_id,
@@ -414,7 +422,13 @@ def _bind(policy: Policy, nxt: Step) -> Step:
         # What escapes ``policy`` is its own error: every step after it decides, never raises.
         try:
             decision = await policy(cmd, ctx, call_next)
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                task = asyncio.current_task()
+                if task is None or task.cancelling():
+                    raise  # the submit itself is being cancelled
             return Decision.reject(cmd, broken(policy.policy_id, cmd, exc), policy.policy_id)
         if not isinstance(decision, Decision):
             reason = (
