@@ -17,7 +17,8 @@ router does four times per command (``benchmarks/steering_throughput.py``).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -45,11 +46,28 @@ class Event(Record):
     def to_dict(
         self, *, mode: Literal["python", "json"] = "python", exclude_none: bool = False
     ) -> dict[str, Any]:
-        """The event as a dict (``mode="json"``: only JSON types), through ``EVENT_ADAPTER``."""
+        """The event as a dict (``mode="json"``: only JSON types), through ``EVENT_ADAPTER``.
+        A lone surrogate (``to_json``) stays itself, in a key as in a value: ``parse_event``
+        reads the dict back equal."""
         event: AnyEvent = self  # type: ignore[assignment]  # every event built is one of them
-        data: dict[str, Any] = EVENT_ADAPTER.dump_python(
-            event, mode=mode, exclude_none=exclude_none
-        )
+        if mode == "python":
+            data: dict[str, Any] = EVENT_ADAPTER.dump_python(event, exclude_none=exclude_none)
+            return data
+        try:
+            data = EVENT_ADAPTER.dump_python(event, mode=mode, exclude_none=exclude_none)
+            # pydantic writes a key's lone surrogate as U+FFFD, silently (or raises, for a
+            # dict in a list): only then is the event dumped again.
+            for name in _dict_fields(type(self)):
+                item = data.get(name)
+                if item and _key_replaced(item):
+                    break
+            else:
+                return data
+        except UnicodeEncodeError:
+            pass
+        # As Python values, which keep what a key holds, then each value JSON has no type for
+        # (a datetime, an enum) as pydantic writes it.
+        data = _json_types(EVENT_ADAPTER.dump_python(event, exclude_none=exclude_none))
         return data
 
     def to_json(self) -> str:
@@ -316,6 +334,50 @@ def json_safe(value: Any) -> Any:
     if kind is list:
         return [json_safe(item) for item in value]
     return value
+
+
+#: The fields of each event class that hold dicts of any keys (``payload_summary``, ``data``
+#: ...): only in those may a key hold what pydantic writes as U+FFFD (``Event.to_dict``).
+_DICT_FIELDS: dict[type[Event], tuple[str, ...]] = {}
+
+
+def _dict_fields(cls: type[Event]) -> tuple[str, ...]:
+    names = _DICT_FIELDS.get(cls)
+    if names is None:
+        names = tuple(f.name for f in fields(cls) if str(f.type).startswith("dict["))
+        _DICT_FIELDS[cls] = names
+    return names
+
+
+def _key_replaced(value: Any) -> bool:
+    """Whether a key in ``value`` (a dict or a list of a JSON-mode dump) holds U+FFFD:
+    pydantic's for a lone surrogate, or the text's own."""
+    items: Iterable[Any] = value
+    if type(value) is dict:
+        if "\ufffd" in "".join(value):
+            return True
+        items = value.values()
+    for item in items:
+        kind = type(item)
+        if (kind is dict or kind is list) and item and _key_replaced(item):
+            return True
+    return False
+
+
+def _json_types(value: Any) -> Any:
+    """A Python-mode dump's ``value`` with JSON's types, as in a JSON-mode dump, but with
+    every string, keys too, kept as it is (``Event.to_dict``)."""
+    kind = type(value)
+    if kind is dict:
+        return {
+            key if type(key) is str else next(iter(to_jsonable_python({key: 0}))): _json_types(item)
+            for key, item in value.items()
+        }
+    if kind is list or kind is tuple:
+        return [_json_types(item) for item in value]
+    if value is None or kind is str or kind is int or kind is float or kind is bool:
+        return value
+    return to_jsonable_python(value)
 
 
 def surrogates_escaped(text: str) -> str:
