@@ -196,9 +196,11 @@ async def test_a_trace_holding_a_lone_surrogate_is_answered_and_reads_back(
                 root_run_id=run.run_id,
                 tenant_id="acme",
                 status="half a pair: \ud800!",
+                detail={"a key's half \udfff": ["\udc00"]},  # a key's was U+FFFD
             )
         )
         r = await s.client.get(f"{BASE}/runs/{run.run_id}/trace", headers=s.as_("alice"))
         assert r.status_code == 200, r.text
         assert "\\ud800" in r.content.decode("ascii", "replace")
         assert r.json()[-1]["status"] == "half a pair: \ud800!"
+        assert r.json()[-1]["detail"] == {"a key's half \udfff": ["\udc00"]}

@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, get_args, get_origin
 from urllib.parse import quote, unquote
 
 from pydantic import (
@@ -54,6 +54,7 @@ from pydantic import (
     PlainValidator,
     StrictBool,
     StringConstraints,
+    TypeAdapter,
     WithJsonSchema,
 )
 from pydantic_core import PydanticCustomError
@@ -2035,6 +2036,17 @@ def _serve_api_docs(app: "FastAPI") -> None:
     app.add_api_route(f"{BASE}/docs", api_docs, methods=["GET", "HEAD"], include_in_schema=False)
 
 
+def _plain_json(annotation: Any) -> bool:
+    """Whether a route's return ``annotation`` is made of JSON's containers of ``Any`` only:
+    ``dict[str, Any]``, ``list[dict[str, Any]]`` ... (no model to check the answer against)."""
+    if annotation is Any:
+        return True
+    args = get_args(annotation)
+    if get_origin(annotation) is dict:
+        return args[0] is str and _plain_json(args[1])
+    return get_origin(annotation) is list and _plain_json(args[0])
+
+
 def _utf8_json_route(token_first: Callable[[Any], Awaitable[None]]) -> Any:
     """An ``APIRoute`` whose JSON bodies are read as UTF-8 only (a byte-order mark allowed),
     as RFC 8259 has it and the docs say: ``json.loads`` of bytes also reads UTF-16 and UTF-32,
@@ -2046,6 +2058,8 @@ def _utf8_json_route(token_first: Callable[[Any], Awaitable[None]]) -> Any:
     sent ``Expect: 100-continue`` was told to go on (the server says so at the app's first
     read) and sent its whole body, up to ``MAX_BODY_BYTES``, only to be answered 401."""
     from fastapi import Request
+    from fastapi.datastructures import DefaultPlaceholder
+    from fastapi.dependencies.utils import get_typed_return_annotation
     from fastapi.routing import APIRoute
 
     class Utf8Request(Request):
@@ -2062,6 +2076,24 @@ def _utf8_json_route(token_first: Callable[[Any], Awaitable[None]]) -> Any:
             return self._json
 
     class Utf8JsonRoute(APIRoute):
+        def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+            # A route that answers plain JSON (dicts and lists of Any: an event's fields, a
+            # run's) has no response model: pydantic's would only copy the answer, writing a
+            # key's lone surrogate as U+FFFD or failing (a 500) at one in a list's dict; the
+            # app's ``Json`` writes it as its escape. The schema stays in the OpenAPI document.
+            if isinstance(
+                kwargs.get("response_model", DefaultPlaceholder(None)), DefaultPlaceholder
+            ):
+                returns = get_typed_return_annotation(endpoint)
+                if _plain_json(returns):
+                    kwargs["response_model"] = None
+                    responses = dict(kwargs.get("responses") or {})
+                    ok = dict(responses.get(200, {}))
+                    schema = TypeAdapter(returns).json_schema()
+                    ok.setdefault("content", {"application/json": {"schema": schema}})
+                    kwargs["responses"] = {**responses, 200: ok}
+            super().__init__(path, endpoint, **kwargs)
+
         def get_route_handler(self) -> Any:
             handler = super().get_route_handler()
             takes_body = self.body_field is not None
