@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 
 import pytest
 
@@ -64,6 +66,36 @@ def test_structlog_sink_console_mode_and_level(capsys: pytest.CaptureFixture[str
     assert "steering.accepted" in out and "c-1" in out and "warning" in out
     with pytest.raises(json.JSONDecodeError):
         json.loads(out)
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_structlog_sink_writes_an_event_with_lone_surrogates_to_a_utf8_stream(
+    as_json: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Text from a model or a tool may hold half a UTF-16 pair, which UTF-8 cannot encode:
+    the console line held it as it was, and writing it raised (the bus counted the sink's
+    error, and the line was lost). It is its ``\\uXXXX`` escape, as in ``Event.to_json``."""
+    stream = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict")
+    monkeypatch.setattr(sys, "stdout", stream)  # where the sink's logger writes
+    sink = StructlogSink(json=as_json)
+    event = RunEvent(
+        type="run.status",
+        run_id="r-1",
+        status="half\ud800",  # no space: the console writes it unquoted, as it is
+        detail={"key \udfff": ["\udc00"]},
+        at=EPOCH,
+    )
+    sink(event)
+    stream.flush()
+    line = stream.buffer.getvalue().decode("utf-8")  # type: ignore[attr-defined]
+    assert "run.status" in line
+    if as_json:
+        logged = json.loads(line)
+        assert logged["status"] == "half\ud800"
+        assert logged["detail"] == {"key \udfff": ["\udc00"]}
+    else:
+        assert "status=half\\ud800" in line
+        assert "key \\udfff" in line and "\\udc00" in line
 
 
 @pytest.mark.parametrize("level", ["loud", "", "msg", "bind", "Bind", "INFOS", " info", None, 20])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tinyagents.errors import ConfigurationError
-from tinyagents.events.models import Event
+from tinyagents.events.models import Event, surrogates_escaped
 from tinyagents.events.redact import mask
 
 #: The level names ``StructlogSink`` logs at (the standard library's).
@@ -25,12 +25,21 @@ class MemorySink:
         self.events.clear()
 
 
+def _utf8_line(logger: Any, method: str, line: str) -> str:
+    """The console's line as UTF-8 can write it: a lone surrogate (half a UTF-16 pair, from a
+    model's or a tool's text), which the console writes as it is unless quoted, is its
+    ``\\uXXXX`` escape (``surrogates_escaped``, the events' rule): writing it raised."""
+    return line if line.isascii() else surrogates_escaped(line)
+
+
 class StructlogSink:
     """Logs each event through structlog, one line per event (``json=True`` for JSON lines).
 
     Secret-named keys are masked anywhere in the event, as in ``payload_summary``: fields such
     as ``detail``, ``data`` or ``affected`` are not summaries, and a log line outlives a run.
-    ``model.delta`` pieces are left out (as in the OpenTelemetry trace) unless ``deltas``."""
+    ``model.delta`` pieces are left out (as in the OpenTelemetry trace) unless ``deltas``.
+    A lone surrogate (half a UTF-16 pair, from a model's or a tool's text), which a UTF-8
+    stream cannot take, is its ``\\uXXXX`` escape in either mode, as in ``Event.to_json``."""
 
     def __init__(
         self,
@@ -52,11 +61,10 @@ class StructlogSink:
         import structlog
 
         processors: list[Any] = [structlog.processors.add_log_level]
-        processors.append(
-            structlog.processors.JSONRenderer()
-            if json
-            else structlog.dev.ConsoleRenderer(colors=False)
-        )
+        if json:  # (the standard library's JSON, ASCII: a lone surrogate is its escape)
+            processors.append(structlog.processors.JSONRenderer())
+        else:
+            processors += [structlog.dev.ConsoleRenderer(colors=False), _utf8_line]
         self._log = structlog.wrap_logger(
             structlog.PrintLogger(), processors=processors, logger_name=logger_name
         )
