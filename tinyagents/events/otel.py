@@ -14,7 +14,10 @@ that raised (``model.error``) and a failed run end with an error status. Every o
 event of a run (``steering.*``, ``supervisor.*``, ``limit.*``, ``subagent.*``, ...) is a span
 event on the run's span, its attributes the fields the structlog sink logs for it (masked the
 same way, nested keys dotted, ``offset`` included): two views of one record. ``model.delta``
-pieces are left out of the trace.
+pieces are left out of the trace. A lone surrogate (half a UTF-16 pair, from a model's or a
+tool's text) in a span's name, an attribute's key or value, a status or a counter's attribute
+is its ``\\uXXXX`` escape, as in ``Event.to_json``: an OTLP exporter (protobuf, UTF-8) refused
+the whole batch holding one.
 
 ``default_sink()`` is the sink a runtime adds by itself: one when the program has set an
 OpenTelemetry SDK provider (and so imported ``opentelemetry``), else None.
@@ -40,6 +43,7 @@ from tinyagents.events.models import (
     SteeringEvent,
     SupervisorEvent,
     ToolEvent,
+    surrogates_escaped,
 )
 from tinyagents.events.redact import mask
 
@@ -59,21 +63,31 @@ def _ns(event: Event) -> int:
     return int(event.at.timestamp() * 1_000_000_000)
 
 
+def _text(value: str) -> str:
+    """``value`` as OTLP (protobuf: UTF-8) can carry it: a lone surrogate (half a UTF-16 pair,
+    from a model's or a tool's text) is its ``\\uXXXX`` escape, as in ``Event.to_json``
+    (``surrogates_escaped``); an exporter refused the batch holding it."""
+    return value if value.isascii() else surrogates_escaped(value)
+
+
 def _attributes(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """An event's dumped fields as OpenTelemetry attributes: scalars as they are, nested
-    mappings with dotted keys, lists of scalars as sequences, anything else as JSON text."""
+    mappings with dotted keys, lists of scalars as sequences, anything else as JSON text
+    (a lone surrogate in a key or a string: its escape, ``_text``)."""
     out: dict[str, Any] = {}
     for key, value in data.items():
-        name = f"{prefix}{key}"
+        name = f"{prefix}{_text(str(key))}"
         if isinstance(value, dict):
             out.update(_attributes(value, f"{name}."))
-        elif isinstance(value, (str, bool, int, float)):
+        elif isinstance(value, str):
+            out[name] = _text(value)
+        elif isinstance(value, (bool, int, float)):
             out[name] = value
         elif isinstance(value, list) and all(isinstance(v, (str, bool, int, float)) for v in value):
             if value and len({type(v) for v in value}) == 1:
-                out[name] = value
+                out[name] = [_text(v) for v in value] if type(value[0]) is str else value
             elif value:
-                out[name] = [str(v) for v in value]
+                out[name] = [_text(str(v)) for v in value]
         elif value is not None:
             out[name] = json.dumps(value, default=str)
     return out
@@ -147,8 +161,9 @@ class OTelSink:
             self._graph(event)
         elif isinstance(event, SupervisorEvent):
             if event.type == "supervisor.action":
-                source = str(event.data.get("source", ""))
-                self.supervisor_actions.add(1, {"action": event.action or "", "source": source})
+                source = _text(str(event.data.get("source", "")))
+                action = _text(event.action or "")
+                self.supervisor_actions.add(1, {"action": action, "source": source})
             elif event.type == "supervisor.judge_error":
                 self.judge_failures.add(1)
             self._span_event(event)
@@ -166,7 +181,7 @@ class OTelSink:
 
     def _tree(self, event: Event) -> dict[str, str]:
         return {
-            key: value
+            key: _text(value)
             for key, value in (
                 ("tinyagents.run_id", event.run_id),
                 ("tinyagents.root_run_id", event.root_run_id),
@@ -178,7 +193,7 @@ class OTelSink:
     def _start(self, name: str, event: Event, parent: Any, **attributes: Any) -> Any:
         context = self._trace.set_span_in_context(parent) if parent is not None else None
         return self._tracer.start_span(
-            name,
+            _text(name),
             context=context,
             start_time=_ns(event),
             attributes={**self._tree(event), **attributes},
@@ -226,18 +241,20 @@ class OTelSink:
             # The parent has no span (an agent node's parent is its graph task's entry, which
             # reports no start of its own): the run goes under its root's span, in its trace.
             parent = runs.get(event.root_run_id) if event.root_run_id else None
-        self._runs[run_id] = self._start(f"run {name}", event, parent, **{"tinyagents.kind": kind})
+        self._runs[run_id] = self._start(
+            f"run {name}", event, parent, **{"tinyagents.kind": _text(kind)}
+        )
 
     def _close_run(self, run_id: str, event: Event, status: Any, error: Any, failed: bool) -> None:
         for key in [k for k in self._calls if k[0] == run_id]:
             self._calls.pop(key).end(end_time=_ns(event))
         span = self._runs.pop(run_id, None)
         if span is not None:
-            span.set_attribute("tinyagents.status", str(status or ""))
+            span.set_attribute("tinyagents.status", _text(str(status or "")))
             if error:
-                span.set_attribute("tinyagents.error", str(error))
+                span.set_attribute("tinyagents.error", _text(str(error)))
             if failed:
-                description = None if error is None else str(error)
+                description = None if error is None else _text(str(error))
                 span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, description))
             span.end(end_time=_ns(event))
 
@@ -250,7 +267,7 @@ class OTelSink:
                 "model call",
                 event,
                 self._runs.get(event.run_id),
-                **{"gen_ai.request.model": event.model or ""},
+                **{"gen_ai.request.model": _text(event.model or "")},
             )
             return
         if event.type == "model.response":
@@ -258,10 +275,16 @@ class OTelSink:
         span = self._calls.pop(key, None)
         if span is not None:
             for name, value in event.usage.items():
-                span.set_attribute(f"tinyagents.usage.{name}", value)
+                usage = _text(value) if isinstance(value, str) else value
+                span.set_attribute(f"tinyagents.usage.{_text(str(name))}", usage)
             if event.type == "model.error":
-                span.set_attribute("tinyagents.error", event.error or "")
-                span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, event.error))
+                error = _text(event.error or "")
+                span.set_attribute("tinyagents.error", error)
+                span.set_status(
+                    self._trace.Status(
+                        self._trace.StatusCode.ERROR, None if event.error is None else error
+                    )
+                )
             span.end(end_time=_ns(event))
 
     def _tool(self, event: ToolEvent) -> None:
