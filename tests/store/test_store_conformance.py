@@ -274,6 +274,9 @@ async def test_an_event_holding_lone_surrogates_reads_back_from_every_store(stor
     events: list[Event] = [
         RunEvent(type="run.status", run_id="r-1", status="half a pair: \ud800!", at=EPOCH),
         RunEvent(type="run.status", run_id="r-1", detail={"\udfff": ["\udc00"]}, at=EPOCH),
+        RunEvent(
+            type="run.status", run_id="r-1", detail={"k": [{"\ud800": {"\udbff": 1}}]}, at=EPOCH
+        ),
     ]
     await store.append_events(events)
     read = await store.load_events(run_id="r-1")

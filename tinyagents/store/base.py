@@ -793,15 +793,15 @@ def may_pass(exc: BaseException) -> bool:
     return False
 
 
-def _escaped(event: Event) -> Event | None:
-    """A copy of ``event`` read back from its JSON, which any store can encode (a lone
-    surrogate is its ``\\uXXXX`` escape: ``Event.to_json``, the one rule), or None when JSON
-    cannot hold it (an object in a dict): the writer tells by it a store that refuses
-    every event from one event it cannot take."""
+def _json_holds(event: Event) -> bool:
+    """Whether JSON holds ``event`` (any text does: a lone surrogate is its ``\\uXXXX``
+    escape, ``Event.to_json``), as every store can then take it; not an object in a dict.
+    The writer tells by it a store that refuses every event from one event it cannot take."""
     try:
-        return parse_event(event.to_json())
+        event.to_json()
     except Exception:  # not even pydantic can serialize it (an object JSON cannot hold)
-        return None
+        return False
+    return True
 
 
 def _first_line(exc: BaseException) -> str:
@@ -826,11 +826,11 @@ class StoreWriter:
     It never stops persisting. A write that fails for a reason that may pass (a lock another
     connection holds, I/O, a full disk) is retried with exponential backoff capped at
     ``retry_max_s``. A batch that fails for any other reason is split until the event at
-    fault is found, which is stored again as read back from its JSON (counted in ``escaped``:
-    since ``Event.to_json`` escapes lone surrogates, no event has needed it) or, when even
-    that fails, skipped (``dropped``); each is logged once. A
-    store that refuses even an escaped event refuses events, not that one (its table gone, a
-    permission revoked): the writer says so once, then drops every batch that fails the same
+    fault is found: one JSON cannot hold (an object in a dict) is skipped (``dropped``) and
+    logged once; one it holds is tried once more alone, as it is, and skipped when that fails
+    otherwise. A store that refuses such an event again, the same way, refuses events, not
+    that one (its table gone, a permission revoked: JSON holds any text, a lone surrogate as
+    its escape): the writer says so once, then drops every batch that fails the same
     way whole (counted, runs never wait for it), says every ``_REFUSED_SUMMARY_S`` how many
     it dropped, and says when the store takes events again.
     ``errors`` counts failed write attempts. The terminal steering events written settle
@@ -861,9 +861,8 @@ class StoreWriter:
         self.retry_first_s = retry_first_s
         self.retry_max_s = retry_max_s
         self.close_attempts = close_attempts
-        #: Events stored with their unencodable text spelled out.
-        self.escaped = 0
-        #: Events never written: unwritable even escaped, past the buffer bound, or left when
+        #: Events never written: unwritable (JSON cannot hold them, or the store refuses
+        #: them), past the buffer bound, or left when
         #: closing gave up on a store that kept failing.
         self.dropped = 0
         #: Failed write attempts, retried ones included.
@@ -935,7 +934,7 @@ class StoreWriter:
 
     async def _append(self, events: list[Event]) -> None:
         """Write ``events`` in order, isolating those that can never be written (each is
-        stored escaped, or dropped, and counted)."""
+        dropped, and counted)."""
         if self._given_up:
             self.dropped += len(events)
             return
@@ -964,13 +963,10 @@ class StoreWriter:
             await self._append(events[:half])
             await self._append(events[half:])
             return
-        escaped = _escaped(events[0])
         refused = False
-        if escaped is not None:
-            again = await self._attempt(self.store.append_events, [escaped])
+        if _json_holds(events[0]):
+            again = await self._attempt(self.store.append_events, events)
             if again is None:
-                self.escaped += 1
-                self._report(events[0], error, "stored escaped")
                 return
             refused = _root_line(again) == _root_line(error)
         if refused:
@@ -1051,11 +1047,9 @@ class StoreWriter:
             self._wakeup.set()
             await asyncio.wait([task])
         await self.flush()
-        if self.dropped or self.escaped:
+        if self.dropped:
             _log.warning(
-                "store writer closed: %d event(s) dropped, %d stored escaped, "
-                "%d failed write attempt(s)",
+                "store writer closed: %d event(s) dropped, %d failed write attempt(s)",
                 self.dropped,
-                self.escaped,
                 self.errors,
             )
