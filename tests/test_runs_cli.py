@@ -857,3 +857,38 @@ def test_tables_show_control_characters_escaped() -> None:
     text = out.getvalue()
     assert "\x1b" not in text and "\u202e" not in text, text
     assert repr(bad) in text, text
+
+
+def test_json_output_of_a_run_holding_a_lone_surrogate_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run's text may hold half a UTF-16 pair (a model's or a tool's output, in its error):
+    ``--json`` wrote it as it was, and writing it to the UTF-8 stream raised (a traceback). It
+    is JSON's ``\\ud800`` escape, which reads back as the character."""
+    from tinyagents.store import SqliteStore
+
+    db = tmp_path / "runs.db"
+
+    async def save() -> None:
+        store = SqliteStore(db)
+        await store.open()
+        await store.save_runs(
+            [
+                {"run_id": "r-1", "root_run_id": "r-1", "parent_run_id": None,
+                 "tenant_id": "acme", "status": "failed", "kind": "agent",
+                 "created_at": "2026-12-01T00:00:00+00:00", "error": "half \ud800 é"},
+            ]
+        )  # fmt: skip
+        await store.close()
+
+    asyncio.run(save())
+    where = ["--store", f"sqlite:///{db}"]
+    for argv in (["list"], ["show", "r-1"], ["tree", "r-1"]):
+        code, out = runs(capsys, *argv, *where, "--json")
+        assert code == 0, argv
+        assert "\\ud800" in out
+        shown = json.loads(out)
+        run = shown[0] if argv[0] == "list" else shown
+        assert run["error"] == "half \ud800 é", argv
+    code, table = runs(capsys, "show", "r-1", *where)  # the tables show it escaped already
+    assert code == 0 and "failed" in table

@@ -465,9 +465,17 @@ def _not_found(console: Console, args: argparse.Namespace, run_id: str) -> int:
 
 
 def _print_json(console: Console, value: Any) -> None:
-    # on an ASCII stream, \u escapes keep the values (the console would show them as ``?``)
+    # On an ASCII stream, \u escapes keep the values (the console would show them as ``?``);
+    # so they do for a lone surrogate (a model's or a tool's half UTF-16 pair), which no
+    # UTF-8 stream can take: writing it raised.
+    text = json.dumps(value, default=str)
     ascii_only = not console.encoding.startswith("utf")
-    console.print_json(json.dumps(value, default=str), ensure_ascii=ascii_only)
+    if not ascii_only:
+        try:
+            json.dumps(value, default=str, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            ascii_only = True
+    console.print_json(text, ensure_ascii=ascii_only)
 
 
 def _token() -> str:
