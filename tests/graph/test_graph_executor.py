@@ -657,3 +657,24 @@ async def test_an_integer_too_long_for_json_is_an_invalid_update_not_a_bare_valu
     assert "more than 4300 digits" in str(result.error)
     state = await compiled.get_state("write")  # what was saved: nothing of 'w'
     assert state.values == {"log": ["in"]} and set(state.next) == {"w"}
+
+
+async def test_a_lone_surrogate_in_a_dict_key_is_checkpointed_and_read_back(
+    checkpointer: Checkpointer,
+) -> None:
+    """A node's write may hold text from a model or a tool with half a UTF-16 pair, in a
+    dict's key: the checkpoint's encoding (pydantic's JSON types) wrote such a key as U+FFFD,
+    or failed the run ("cannot checkpoint ... surrogates not allowed") for one in a dict in a
+    list. Values already round-tripped (JSON's ``\\ud800`` escape); keys do now too."""
+    blob = {"k\ud800": ["v\udc00", {"n\udbff": ("t", 1)}], "plain": {"\udfff": None}}
+    expected = {"k\ud800": ["v\udc00", {"n\udbff": ["t", 1]}], "plain": {"\udfff": None}}
+    graph = StateGraph(Loose).add_node("w", lambda s: {"blob": blob, "log": ["w"]})
+    compiled = graph.add_edge(START, "w").compile(checkpointer=checkpointer)
+    result = await compiled.run({"log": ["in"]}, thread_id="t-1")
+    assert result.status == "completed", result.error
+    assert result.state == {"blob": blob, "log": ["in", "w"]}
+    state = await compiled.get_state("t-1")  # as the checkpointer read it back (JSON's types)
+    assert state.values == {"blob": expected, "log": ["in", "w"]}
+    input_run = await compiled.run({"blob": blob}, thread_id="t-2")  # the input's encoding
+    assert input_run.status == "completed", input_run.error
+    assert (await compiled.get_state("t-2")).values["blob"] == expected

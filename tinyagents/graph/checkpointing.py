@@ -61,12 +61,17 @@ def new_frontier_id() -> str:
 
 def encode(value: Any, what: str = "a value") -> Any:
     """Python → JSON-able, for checkpoints (pydantic models, dataclasses, sets, ...). A value
-    no checkpoint can hold is an ``InvalidUpdateError`` naming ``what`` it is (a key)."""
+    no checkpoint can hold is an ``InvalidUpdateError`` naming ``what`` it is (a key). A lone
+    surrogate (half a UTF-16 pair, from a model's or a tool's text) is kept, in a dict's key
+    as in a value: the checkpoint's JSON writes it as its ``\\ud800`` escape."""
     kind = type(value)
     if kind not in _PLAIN and hasattr(kind, "__next__"):
         _refuse_one_shot(value, what)
     try:
-        return to_jsonable_python(value, fallback=_unencodable)
+        try:
+            return to_jsonable_python(value, fallback=_unencodable)
+        except UnicodeEncodeError:  # pydantic's, for a key holding a lone surrogate: only then
+            return _keys_kept(value)
     except (TypeError, ValueError) as exc:
         why = "bytes that are not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else exc
         raise InvalidUpdateError(
@@ -89,6 +94,21 @@ def _refuse_one_shot(value: Any, what: str) -> None:
         "saving it would use up (the state would keep it empty); write a list of its items "
         "instead (list(...))"
     )
+
+
+def _keys_kept(value: Any) -> Any:
+    """``value`` as ``to_jsonable_python`` makes it, but with each dict's keys as they are
+    (pydantic's raises for a key holding a lone surrogate): dicts, lists and tuples walked
+    here, anything else left to pydantic."""
+    kind = type(value)
+    if kind is dict:
+        return {
+            key if type(key) is str else next(iter(to_jsonable_python({key: 0}))): _keys_kept(item)
+            for key, item in value.items()
+        }
+    if kind is list or kind is tuple:
+        return [_keys_kept(item) for item in value]
+    return to_jsonable_python(value, fallback=_unencodable)
 
 
 def _unencodable(value: Any) -> Any:
