@@ -213,6 +213,25 @@ async def test_set_command_states_records_the_reason_and_ignores_unknown_ids(sto
     await store.set_command_states([])
 
 
+async def test_a_reason_holding_a_lone_surrogate_settles_its_command_on_every_store(
+    store: Store,
+) -> None:
+    """A terminal event's reason may hold half a UTF-16 pair (an error from a model's or a
+    tool's text): SQLite and PostgreSQL refused the whole batch of events settling it ("can't
+    encode character"), and the store writer, finding that event JSON holds refused twice,
+    took the store for one refusing every event. The steering log's text column holds its
+    ``\\ud800`` escape (the event log keeps the event exactly), on every store alike."""
+    for cid in ("c-1", "c-2"):
+        await store.append_command(command(cid), state="accepted", run_id="r-1")
+    failed = steering_event("steering.failed", "c-1", reason="tool said: \ud800!")
+    await store.append_events([failed])
+    await store.set_command_states([("", "c-2", "failed", "\udfff é")])
+    one, two = await store.get_command("c-1"), await store.get_command("c-2")
+    assert one is not None and (one.state, one.reason) == ("failed", "tool said: \\ud800!")
+    assert two is not None and (two.state, two.reason) == ("failed", "\\udfff é")
+    assert await store.load_events() == [failed]
+
+
 # --------------------------------------------------------------------------- event log
 
 

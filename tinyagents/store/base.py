@@ -24,7 +24,13 @@ from typing import Any, TypeVar
 from tinyagents import _clock
 from tinyagents._record import Record
 from tinyagents.errors import DamagedData, InvalidCommandError, StoreError
-from tinyagents.events.models import Event, ModelDeltaEvent, SteeringEvent, parse_event
+from tinyagents.events.models import (
+    Event,
+    ModelDeltaEvent,
+    SteeringEvent,
+    parse_event,
+    surrogates_escaped,
+)
 from tinyagents.protocol.commands import (
     ReceiptStatus,
     SteeringCommand,
@@ -504,6 +510,16 @@ def newest_runs(
     if limit is None:
         return sorted(rows, key=run_key, reverse=True)
     return heapq.nlargest(limit, rows, key=run_key)
+
+
+def stored_reason(reason: str | None) -> str | None:
+    """A command's reason as the steering log's text holds it on every store: a lone
+    surrogate (half a UTF-16 pair, in an error from a model's or a tool's text), which UTF-8
+    cannot encode, is its ``\\uXXXX`` escape spelled out (``surrogates_escaped``); SQLite
+    and PostgreSQL refused the write settling it, events and all."""
+    if reason is None or reason.isascii():
+        return reason
+    return surrogates_escaped(reason)
 
 
 def terminal_updates(events: list[Event]) -> list[tuple[str, str, str, str | None]]:

@@ -25,6 +25,7 @@ from tinyagents.store.base import (
     StoredCommand,
     newest_runs,
     sendable,
+    stored_reason,
     target_run_id,
     terminal_updates,
 )
@@ -102,7 +103,7 @@ class MemoryStore(Store):
                 stored.state == state or not CommandState(stored.state).terminal
             ):
                 stored.state = state
-                stored.reason = reason
+                stored.reason = stored_reason(reason)
 
     async def get_command(self, correlation_id: str, *, scope: str = "") -> StoredCommand | None:
         stored = self._commands.get((scope, correlation_id))

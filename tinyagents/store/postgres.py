@@ -68,6 +68,7 @@ from tinyagents.store.base import (
     run_key,
     sendable,
     sql_int,
+    stored_reason,
     taken_items,
     target_run_id,
     terminal_updates,
@@ -850,7 +851,7 @@ def _settling(updates: list[tuple[str, str, str, str | None]]) -> list[tuple[Any
     runtimes settling the same commands lock their rows in one order, never each holding one
     the other waits for (a deadlock, 40P01, aborted one of them)."""
     ordered = sorted(updates, key=lambda u: (u[0], u[1]))
-    return [(state, reason, scope, cid) for scope, cid, state, reason in ordered]
+    return [(state, stored_reason(reason), scope, cid) for scope, cid, state, reason in ordered]
 
 
 def _snapshot(row: Any, tenant_id: str | None = None) -> dict[str, Any]:

@@ -46,6 +46,7 @@ from tinyagents.store.base import (
     run_key,
     sendable,
     sql_int,
+    stored_reason,
     taken_items,
     target_run_id,
     terminal_updates,
@@ -832,7 +833,7 @@ def _settling(updates: list[tuple[str, str, str, str | None]]) -> tuple[str, lis
         # a terminal state stands (another runtime's later "failed" for its copy changes
         # nothing); the same state again only gives its reason (a rejection logged first)
         " AND (state = ?1 OR state NOT IN ('applied', 'rejected', 'superseded', 'failed'))",
-        [(state, reason, scope, cid) for scope, cid, state, reason in updates],
+        [(state, stored_reason(reason), scope, cid) for scope, cid, state, reason in updates],
     )
 
 
