@@ -70,6 +70,59 @@ def test_importing_the_package_loads_no_database_backend() -> None:
     assert [m for m in loaded if m.startswith(backends)] == ["tinyagents.store.checkpoint._lease"]
 
 
+def test_importing_the_package_loads_no_supervisor() -> None:
+    """The supervisor (its spec's pydantic models, rules and judge: about a twelfth of the
+    import) loads with the first ``SupervisorSpec`` a program names: ``tinyagents.Supervisor``
+    and ``SupervisorSpec`` are lazy names (``tinyagents._lazy``) and a runtime reads only the
+    environment's settings (``tinyagents.supervisor.settings``) until it has a run to watch."""
+    probe = "import json, sys, tinyagents; print(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    loaded = [m for m in json.loads(done.stdout) if m.startswith("tinyagents.supervisor")]
+    assert loaded == ["tinyagents.supervisor", "tinyagents.supervisor.settings"]
+
+
+_SUPERVISED = """
+import asyncio, json, sys
+from tinyagents import Agent, Runtime
+from tinyagents.testkit import ScriptedModel, reply
+
+def loaded():
+    return "tinyagents.supervisor.supervisor" in sys.modules
+
+async def main():
+    seen = {}
+    async with Runtime() as rt:
+        free = Agent("free", ScriptedModel([reply("y")]))
+        seen["plain"] = [(await (await rt.start(free, "go")).result()).status.value, loaded()]
+        from tinyagents import SupervisorSpec
+        spec = SupervisorSpec(rules=[{"when": "iteration_reached", "gte": 1}], on_violation="abort")
+        watched = Agent("watched", ScriptedModel([reply("x")]), supervisor=spec)
+        seen["spec named"] = loaded()
+        result = await (await rt.start(watched, "go")).result()
+        seen["watched"] = [result.status.value, loaded(), rt.supervisor.actions]
+        free = Agent("free", ScriptedModel([reply("z")]))
+        again = await (await rt.start(free, "go")).result()
+        seen["plain again"] = [again.status.value, rt.supervisor.watched()]
+    print(json.dumps(seen))
+
+asyncio.run(main())
+"""
+
+
+def test_a_runtime_without_a_spec_makes_its_supervisor_with_the_first_run_it_watches() -> None:
+    """A plain run loads no supervisor; an agent given a spec is supervised all the same (the
+    runtime makes its supervisor when it registers the run), and so are the runs after it."""
+    done = subprocess.run(
+        [sys.executable, "-c", _SUPERVISED], capture_output=True, text=True, check=True
+    )
+    assert json.loads(done.stdout) == {
+        "plain": ["completed", False],
+        "spec named": False,
+        "watched": ["aborted", True, 1],
+        "plain again": ["completed", []],
+    }
+
+
 def test_importing_the_package_loads_no_email_parser() -> None:
     """``email`` (with ``calendar`` and its charsets) reads only a ``Retry-After`` given as an
     HTTP date, on a rate limit: it is imported there (``tests/harness/test_model_errors.py``

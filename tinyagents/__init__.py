@@ -2,12 +2,16 @@
 
 The names below are the public contract (DESIGN.md section 3), each re-exported from the one
 subpackage that exports it (``tinyagents.harness``, ``.protocol``, ``.runs``, ``.steering``) or
-from ``tinyagents.errors`` and ``tinyagents.runtime``. Graph building blocks live in
+from ``tinyagents.errors`` and ``tinyagents.runtime``; ``Supervisor`` and ``SupervisorSpec``
+(``tinyagents.supervisor``) are imported on first use (``tinyagents._lazy``). Graph building blocks live in
 ``tinyagents.graph``, test fakes in ``tinyagents.testkit``, events in ``tinyagents.events``,
 stores and checkpointers in ``tinyagents.store`` and ``tinyagents.store.checkpoint``;
 docs/architecture.md shows how the subpackages stack.
 """
 
+from typing import TYPE_CHECKING
+
+from tinyagents._lazy import lazy_names
 from tinyagents.errors import (
     MissingAPIKeyError,
     ModelAuthenticationError,
@@ -71,7 +75,11 @@ from tinyagents.runs import (
 )
 from tinyagents.runtime import Runtime
 from tinyagents.steering import Decision, PolicyContext, PolicyPipeline, RedirectConflict
-from tinyagents.supervisor import Supervisor, SupervisorSpec
+
+if TYPE_CHECKING:  # imported on first use (tinyagents._lazy): a runtime loads them with the
+    # first run it has to watch
+    from tinyagents.supervisor.spec import SupervisorSpec
+    from tinyagents.supervisor.supervisor import Supervisor
 
 __version__ = "0.1.0"
 
@@ -138,3 +146,11 @@ __all__ = [
     "orchestrator_tools",
     "tool",
 ]
+
+__getattr__, __dir__ = lazy_names(
+    __name__,
+    {
+        "Supervisor": "tinyagents.supervisor.supervisor",
+        "SupervisorSpec": "tinyagents.supervisor.spec",
+    },
+)

@@ -30,6 +30,7 @@ from collections.abc import Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
+from tinyagents import supervisor as supervision
 from tinyagents.errors import (
     ConfigurationError,
     RuntimeClosed,
@@ -42,7 +43,7 @@ from tinyagents.events.models import SteeringEvent
 from tinyagents.events.otel import OTelSink
 from tinyagents.events.otel import default_sink as otel_default_sink
 from tinyagents.harness.agent import Agent
-from tinyagents.harness.loop import start_agent_run
+from tinyagents.harness.loop import AgentRun, start_agent_run
 from tinyagents.harness.subagent import SubAgent
 from tinyagents.protocol.commands import (
     ReceiptStatus,
@@ -70,11 +71,17 @@ from tinyagents.steering.router import DEDUPE_HORIZON, MiddlewareCapability, Ste
 from tinyagents.store.base import Store, StoreWriter, may_pass, run_key, written_again
 from tinyagents.store.checkpoint._lease import holder_gone, process_token
 from tinyagents.store.open import open_store
-from tinyagents.supervisor.spec import SupervisorSpec
-from tinyagents.supervisor.supervisor import SUPERVISOR, Supervisor
+from tinyagents.supervisor.settings import (
+    SUPERVISOR,
+    env_judge_timeout_s,
+    env_pause_max_s,
+    judge_concurrency,
+)
 
 if TYPE_CHECKING:
     from tinyagents.graph import CompiledGraph
+    from tinyagents.supervisor.spec import SupervisorSpec
+    from tinyagents.supervisor.supervisor import Supervisor
 
 #: The ``runtime_id`` of every runtime of this process that is open.
 _OPEN_HERE: set[str] = set()
@@ -187,13 +194,26 @@ class Runtime:
                 self.bus.add_sink(traced)
         self._supervisor_capability = self.router.issue_capability(SUPERVISOR)
         #: Watches agent runs under ``supervisor`` (or their agent's spec); acts through
-        #: steering with the capability above.
-        self.supervisor = Supervisor(
-            supervisor,
-            host=self,
-            submit=self._submit_as_supervisor,
-            max_concurrent_judges=max_concurrent_judges,
-        )
+        #: steering with the capability above. Made now when the runtime has a spec (checked
+        #: at once, with its files), else with the first run it has to watch, or when asked
+        #: for (``supervisor``): until then ``tinyagents.supervisor`` is not loaded.
+        self._supervisor: Supervisor | None = None
+        #: The environment's settings for a supervisor made later, read (and refused) now,
+        #: as they were when every runtime made its supervisor at once.
+        self._supervision: dict[str, Any] = {}
+        if supervisor is not None:
+            self._supervisor = supervision.Supervisor(
+                supervisor,
+                host=self,
+                submit=self._submit_as_supervisor,
+                max_concurrent_judges=max_concurrent_judges,
+            )
+        else:
+            self._supervision = {
+                "pause_max_s": env_pause_max_s(),
+                "judge_timeout_s": env_judge_timeout_s(),
+                "max_concurrent_judges": judge_concurrency(max_concurrent_judges),
+            }
         self._writer: StoreWriter | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._open = False
@@ -229,6 +249,17 @@ class Runtime:
         #: ``RECEIPT_RETRY_S`` (an item pruned meanwhile is answered by a write that changes
         #: nothing, and goes).
         self._unwritten_receipts: dict[str, tuple[SteeringReceipt, float | None]] = {}
+
+    @property
+    def supervisor(self) -> Supervisor:
+        """The ``Supervisor`` watching this runtime's agent runs (its counters: ``actions``,
+        ``judge_failures``, ``judge_usage``, ...). A runtime without a spec of its own makes it
+        with the first run that has one (its agent's, or a graph's above it), or here."""
+        if self._supervisor is None:
+            self._supervisor = supervision.Supervisor(
+                None, host=self, submit=self._submit_as_supervisor, **self._supervision
+            )
+        return self._supervisor
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -1054,7 +1085,8 @@ class Runtime:
         self._on_own_loop("registering a run (rt.register(), graph.run(runtime=rt), ...)")
         self.runs.register(handle)
         await self.router.attach(handle, redirect_conflict=redirect_conflict)
-        self.supervisor.watch(handle)
+        if self._supervisor is not None or _has_spec(handle, self.runs):
+            self.supervisor.watch(handle)
         self._claims.pop(handle.run_id, None)  # the run's claim is its own now
         return handle
 
@@ -1233,6 +1265,18 @@ def _finished(snapshot: dict[str, Any]) -> bool:
         return RunStatus(str(snapshot.get("status"))).finished
     except ValueError:
         return True  # a status this version does not know: written as it is
+
+
+def _has_spec(handle: RunHandle, runs: RunRegistry) -> bool:
+    """Whether a supervisor may have to watch ``handle`` in a runtime without a spec of its
+    own: an agent run whose agent was given one, or started inside a run that gives one (a
+    graph compiled with ``supervisor=...``). The supervisor decides; this only says when a
+    runtime makes one (``Runtime.supervisor``)."""
+    driver = handle.driver
+    return isinstance(driver, AgentRun) and (
+        getattr(driver.agent, "supervisor", None) is not None
+        or runs.supervisor_spec_above(handle) is not None
+    )
 
 
 def _names(trusted: Iterable[str]) -> frozenset[str]:

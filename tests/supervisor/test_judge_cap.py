@@ -21,7 +21,7 @@ from tinyagents.errors import ConfigurationError
 from tinyagents.events import Event, ModelEvent
 from tinyagents.harness import ModelRequest
 from tinyagents.runs import RunHandle
-from tinyagents.supervisor.supervisor import DEFAULT_MAX_CONCURRENT_JUDGES
+from tinyagents.supervisor.settings import DEFAULT_MAX_CONCURRENT_JUDGES
 from tinyagents.testkit import EventRecorder, FunctionModel, ScriptedModel, reply, tool_call
 
 

@@ -96,6 +96,22 @@ class RunRegistry:
     def get(self, run_id: str) -> RunHandle | None:
         return self._handles.get(run_id)
 
+    def supervisor_spec_above(self, handle: RunHandle) -> Any:
+        """The supervisor spec of the nearest run above ``handle`` whose driver gives one
+        (``RunDriver.supervisor_spec``: a graph compiled with ``supervisor=...``), or None: it
+        watches the agent runs started inside that run (in sub-graphs too) and their
+        sub-agents."""
+        parent_id = handle.info.parent_run_id
+        while parent_id is not None:
+            parent = self._handles.get(parent_id)
+            if parent is None:
+                return None
+            spec = parent.driver.supervisor_spec()
+            if spec is not None:
+                return spec
+            parent_id = parent.info.parent_run_id
+        return None
+
     def __contains__(self, run_id: object) -> bool:
         return run_id in self._handles
 

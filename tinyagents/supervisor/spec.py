@@ -53,6 +53,13 @@ from tinyagents.harness.litellm_model import api_base_problem, env_name_problem
 from tinyagents.harness.model import Model
 from tinyagents.supervisor.findings import Finding
 from tinyagents.supervisor.graphs import graph_findings, tool_findings, tools_missing
+from tinyagents.supervisor.settings import (
+    MAX_JUDGE_TIMEOUT_S,
+    MAX_PAUSE_MAX_S,
+    MIN_SECONDS,
+    env_judge_timeout_s,
+    env_pause_max_s,
+)
 
 if TYPE_CHECKING:
     import yaml
@@ -72,20 +79,8 @@ DEFAULT_STEER_MESSAGE = (
 #: The longest text the supervisor puts in a command: a reason (a judge's is cut to it) or a
 #: ``steer_message`` (refused above it): well inside a command's payload limit (16 KiB).
 MAX_MESSAGE = 2_000
-#: How long a supervisor's pause may last before it becomes an abort (``TINYAGENTS_PAUSE_MAX_S``).
-DEFAULT_PAUSE_MAX_S = 300.0
-#: How long one judge call may take (``TINYAGENTS_JUDGE_TIMEOUT_S``).
-DEFAULT_JUDGE_TIMEOUT_S = 30.0
-#: The longest dwell cap (30 days) and judge timeout (an hour) a spec or the environment may
-#: set, and the largest count a rule or ``every_n_iterations`` may name (a million): beyond
-#: them a pause never escalates, a judge never times out, a rule never fires, a typo (an
-#: extra digit, an exponent) said nowhere.
-MAX_PAUSE_MAX_S = 30 * 24 * 3600.0
-MAX_JUDGE_TIMEOUT_S = 3600.0
-#: The shortest dwell cap and judge timeout (a millisecond, the event loop's timer
-#: granularity): below it a pause is an abort at once and every judge call times out, a
-#: typo (``1e-9`` for ``1e9``) said nowhere; ``0`` was refused already.
-MIN_SECONDS = 0.001
+#: The largest count a rule or ``every_n_iterations`` may name (a million): beyond it a rule
+#: never fires, a typo said nowhere. The limits of seconds are in ``settings``.
 MAX_COUNT = 1_000_000
 
 
@@ -197,33 +192,6 @@ class IterationReached(_Strict):
 
 Rule = Annotated[ToolRepeated | BudgetFraction | IterationReached, Field(discriminator="when")]
 RULE_KINDS = ("tool_repeated", "budget_fraction", "iteration_reached")
-
-
-def _env_float(name: str, default: float, most: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigurationError(f"{name}={raw!r} is not a number of seconds") from None
-    if not MIN_SECONDS <= value <= most:  # nan and inf too
-        raise ConfigurationError(
-            f"{name}={raw!r} must be a number of seconds from {MIN_SECONDS:g} to {most:,g}"
-        )
-    return value
-
-
-def env_pause_max_s() -> float:
-    """``TINYAGENTS_PAUSE_MAX_S`` (default 300 s); ``ConfigurationError`` if it is not a
-    number of seconds from ``MIN_SECONDS`` (a millisecond) to ``MAX_PAUSE_MAX_S`` (30 days)."""
-    return _env_float("TINYAGENTS_PAUSE_MAX_S", DEFAULT_PAUSE_MAX_S, MAX_PAUSE_MAX_S)
-
-
-def env_judge_timeout_s() -> float:
-    """``TINYAGENTS_JUDGE_TIMEOUT_S`` (default 30 s), checked as ``env_pause_max_s`` (at most
-    ``MAX_JUDGE_TIMEOUT_S``, an hour)."""
-    return _env_float("TINYAGENTS_JUDGE_TIMEOUT_S", DEFAULT_JUDGE_TIMEOUT_S, MAX_JUDGE_TIMEOUT_S)
 
 
 _NOT_UTF8 = "text is not valid UTF-8 (it holds a lone surrogate such as '\\ud800')"

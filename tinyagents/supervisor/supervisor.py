@@ -20,7 +20,6 @@ import asyncio
 import json
 import logging
 import math
-import os
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,19 +60,16 @@ from tinyagents.runs.info import RunStatus, run_event
 from tinyagents.supervisor._eager import start_eagerly
 from tinyagents.supervisor.judge import Judge, JudgeError, JudgeInput, judge_model, usage_data
 from tinyagents.supervisor.rules import RunCounters, check
-from tinyagents.supervisor.spec import (
-    MAX_MESSAGE,
-    Action,
-    Rule,
-    SupervisorSpec,
+from tinyagents.supervisor.settings import (
+    SUPERVISOR,
     env_judge_timeout_s,
     env_pause_max_s,
+    judge_concurrency,
 )
+from tinyagents.supervisor.spec import MAX_MESSAGE, Action, Rule, SupervisorSpec
 
 log = logging.getLogger("tinyagents.supervisor")
 
-#: The name of the supervisor's actor: ``SteeringActor.middleware(SUPERVISOR)``.
-SUPERVISOR = "supervisor"
 #: How a ``steer`` reaches the model (inside the usual provenance block of steering messages).
 STEER_TEMPLATE = (
     "Supervisor guidance: {message}\n"
@@ -121,11 +117,6 @@ class _Watch(Record):
 #: every slot of every watched run. Each failure is still counted and published on its run.
 JUDGE_WARN_EVERY_S = 60.0
 
-#: How many judge calls a supervisor has under way at once, all runs together
-#: (``Runtime(max_concurrent_judges=...)`` or ``TINYAGENTS_MAX_CONCURRENT_JUDGES``): a
-#: supervisor watching 500 runs sent 500 calls at once to one provider.
-DEFAULT_MAX_CONCURRENT_JUDGES = 8
-
 #: The first wait before a command the store could not log is sent again, and the longest.
 _RESEND_FIRST_S = 0.05
 _RESEND_MAX_S = 2.0
@@ -134,29 +125,6 @@ _RESEND_LOG_EVERY = 30
 
 #: The ends of a command that was not applied.
 _REFUSED = frozenset({"steering.rejected", "steering.failed", "steering.superseded"})
-
-
-def judge_concurrency(value: int | None = None) -> int:
-    """``value``, else ``TINYAGENTS_MAX_CONCURRENT_JUDGES``, else 8; ``ConfigurationError`` if
-    it is no whole number >= 1."""
-    if value is not None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigurationError(
-                f"max_concurrent_judges must be a whole number >= 1, got {value!r}"
-            )
-        return value
-    raw = os.environ.get("TINYAGENTS_MAX_CONCURRENT_JUDGES")
-    if raw is None:
-        return DEFAULT_MAX_CONCURRENT_JUDGES
-    try:
-        count = int(raw)
-    except ValueError:
-        count = 0
-    if count < 1:
-        raise ConfigurationError(
-            f"TINYAGENTS_MAX_CONCURRENT_JUDGES={raw!r} must be a whole number >= 1"
-        )
-    return count
 
 
 def _still_limited(judge: Judge, left_s: float) -> ModelRateLimitError:
@@ -227,7 +195,8 @@ def _our_actor(actor: SteeringActor) -> bool:
 
 class Supervisor:
     """Watches the agent runs of ``host`` and acts on them with ``submit`` (which carries the
-    runtime's trust). ``spec`` applies to runs whose agent has none."""
+    runtime's trust). ``spec`` applies to runs whose agent has none. ``pause_max_s`` and
+    ``judge_timeout_s`` are the environment's (``settings``), read here unless given."""
 
     def __init__(
         self,
@@ -236,6 +205,8 @@ class Supervisor:
         host: RunHost,
         submit: Submit,
         max_concurrent_judges: int | None = None,
+        pause_max_s: float | None = None,
+        judge_timeout_s: float | None = None,
     ) -> None:
         if spec is not None and not isinstance(spec, SupervisorSpec):
             raise ConfigurationError(
@@ -246,10 +217,11 @@ class Supervisor:
         if spec is not None:
             spec.criteria_text()  # a runtime's unreadable criteria file is refused at once
             spec.judge_target()  # and so is its unreadable models file
-        #: The environment's defaults, read (and refused) now: read later, a bad one raised
-        #: inside the bus sink that starts a pause's dwell cap, and the run stayed paused.
-        self.pause_max_s = env_pause_max_s()
-        self.judge_timeout_s = env_judge_timeout_s()
+        #: The environment's defaults, read (and refused) now unless given (a runtime reads
+        #: them when it is made): read later, a bad one raised inside the bus sink that starts
+        #: a pause's dwell cap, and the run stayed paused.
+        self.pause_max_s = env_pause_max_s() if pause_max_s is None else pause_max_s
+        self.judge_timeout_s = env_judge_timeout_s() if judge_timeout_s is None else judge_timeout_s
         self.max_concurrent_judges = judge_concurrency(max_concurrent_judges)
         #: The judge calls under way, all runs together, are at most ``max_concurrent_judges``:
         #: the others wait their turn, first come first served (a run has at most one verdict
@@ -288,7 +260,11 @@ class Supervisor:
         driver = handle.driver
         if not isinstance(driver, AgentRun):
             return False
-        spec = getattr(driver.agent, "supervisor", None) or self._graph_spec(handle) or self.spec
+        spec = (
+            getattr(driver.agent, "supervisor", None)
+            or self.host.runs.supervisor_spec_above(handle)
+            or self.spec
+        )
         if not isinstance(spec, SupervisorSpec) or "agents" not in spec.watches:
             return False
         if not self._listening:
@@ -339,21 +315,6 @@ class Supervisor:
         for index, rule in enumerate(w.spec.rules):
             if rule_policy_id(rule) in sent:
                 w.counters.fired.add(index)
-
-    def _graph_spec(self, handle: RunHandle) -> Any:
-        """The spec of the nearest graph above ``handle`` compiled with a supervisor (its
-        run's driver says, ``RunDriver.supervisor_spec``): it watches the graph's agent nodes
-        (in sub-graphs too) and their sub-agents."""
-        parent_id = handle.info.parent_run_id
-        while parent_id is not None:
-            parent = self.host.runs.get(parent_id)
-            if parent is None:
-                return None
-            spec = parent.driver.supervisor_spec()
-            if spec is not None:
-                return spec
-            parent_id = parent.info.parent_run_id
-        return None
 
     def watched(self) -> list[str]:
         return list(self._watches)
