@@ -81,6 +81,22 @@ def test_importing_the_package_loads_no_supervisor() -> None:
     assert loaded == ["tinyagents.supervisor", "tinyagents.supervisor.settings"]
 
 
+def test_importing_the_package_defines_no_payload_model() -> None:
+    """The payload models (``tinyagents.protocol.payloads``) load with the first payload
+    validated: ``PAYLOAD_MODELS`` is a lazy name of ``tinyagents.protocol`` and
+    ``validate_payload`` reads it through ``tinyagents.protocol._payload_models``."""
+    probe = (
+        "import json, sys, tinyagents; loaded = 'tinyagents.protocol.payloads' in sys.modules; "
+        "from tinyagents import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget; "
+        "cmd = SteeringCommand(target=SteeringTarget.agent_run('r1'), "
+        "actor=SteeringActor.human('ana', tenant_id='acme'), "
+        "kind=SteeringKind.ADD_INSTRUCTION, payload={'text': 'hi'}); "
+        "print(json.dumps([loaded, 'tinyagents.protocol.payloads' in sys.modules, cmd.payload]))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == [False, True, {"text": "hi"}]
+
+
 _SUPERVISED = """
 import asyncio, json, sys
 from tinyagents import Agent, Runtime
@@ -170,6 +186,11 @@ def test_importing_the_package_compiles_only_the_patterns_of_hot_paths() -> None
         ("tinyagents.store", "PostgresStore", "tinyagents.store.postgres"),
         ("tinyagents.store.checkpoint", "SqliteCheckpointer", "tinyagents.store.checkpoint.sqlite"),
         ("tinyagents.store.checkpoint", "Checkpointer", "tinyagents.store.checkpoint.base"),
+        ("tinyagents.protocol", "PAYLOAD_MODELS", "tinyagents.protocol.payloads"),
+        ("tinyagents.supervisor", "SupervisorSpec", "tinyagents.supervisor.spec"),
+        ("tinyagents.supervisor", "Supervisor", "tinyagents.supervisor.supervisor"),
+        ("tinyagents", "SupervisorSpec", "tinyagents.supervisor.spec"),
+        ("tinyagents", "Supervisor", "tinyagents.supervisor.supervisor"),
     ],
 )
 def test_a_lazy_name_is_the_object_its_module_defines(place: str, name: str, home: str) -> None:

@@ -14,14 +14,17 @@ Nothing here imports from tinyagents outside this package except the two modules
 below every layer: ``tinyagents._clock`` (ids and time) and ``tinyagents.errors`` (the
 exception tree, which imports nothing from tinyagents, so the command models can raise
 ``InvalidCommandError`` and ``SteeringRejected`` can carry a receipt without a cycle).
+``PAYLOAD_MODELS`` (``tinyagents.protocol.payloads``) is imported on first use.
 """
 
+from typing import TYPE_CHECKING
+
+from tinyagents._lazy import lazy_names
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
     COMMAND_ADAPTER,
     CONTROL_KINDS,
     MESSAGE_KINDS,
-    PAYLOAD_MODELS,
     AgentRunTarget,
     AnyActor,
     AnyTarget,
@@ -47,6 +50,9 @@ from tinyagents.protocol.commands import (
     validate_payload,
 )
 from tinyagents.protocol.state import CommandState
+
+if TYPE_CHECKING:  # imported on first use (tinyagents._lazy)
+    from tinyagents.protocol.payloads import PAYLOAD_MODELS
 
 __all__ = [
     "COMMAND_ADAPTER",
@@ -79,3 +85,5 @@ __all__ = [
     "command_json_schema",
     "validate_payload",
 ]
+
+__getattr__, __dir__ = lazy_names(__name__, {"PAYLOAD_MODELS": "tinyagents.protocol.payloads"})

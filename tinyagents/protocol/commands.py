@@ -30,29 +30,15 @@ from pydantic import (
 
 from tinyagents import _clock
 from tinyagents.errors import InvalidCommandError
+from tinyagents.protocol import _payload_models as payload_models
 from tinyagents.protocol.ids import CONTROL_PROBLEM, MAX_QUOTED_ID, Id, shown_id
+from tinyagents.protocol.kinds import SteeringKind as SteeringKind
+from tinyagents.protocol.text import not_blank as _not_blank
+from tinyagents.protocol.text import shows_nothing as shows_nothing
 
 #: Every model here is built on first use (``defer_build``): building them all at import was a
 #: tenth of ``import tinyagents``, and a program uses a few kinds.
 _FROZEN = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
-
-class SteeringKind(StrEnum):
-    ADD_INSTRUCTION = "add_instruction"
-    REPLACE_INSTRUCTION = "replace_instruction"
-    ASK_CLARIFYING_QUESTION = "ask_clarifying_question"
-    PROVIDE_CONTEXT = "provide_context"
-    CONSTRAIN_TOOLS = "constrain_tools"
-    CONSTRAIN_MODEL = "constrain_model"
-    PAUSE = "pause"
-    RESUME = "resume"
-    CANCEL = "cancel"
-    APPROVE = "approve"
-    REJECT = "reject"
-    REDIRECT = "redirect"
-    REQUEST_STATUS = "request_status"
-    UPDATE_BUDGET = "update_budget"
-    UPDATE_STATE = "update_state"
 
 
 #: Kinds that reach the model as a provenance message.
@@ -557,198 +543,6 @@ def _remember_clean(model: object) -> None:
 # --------------------------------------------------------------------------- payloads
 
 
-class _Payload(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, defer_build=True)
-
-
-def shows_nothing(text: str) -> bool:
-    """Whether ``text`` shows nothing: empty, whitespace, or only invisible characters
-    (zero-width spaces, bidi marks: Unicode format characters, which ``strip`` keeps; and
-    control characters, ASCII's among them: an instruction of NUL or ESC alone was taken).
-    The rule of every command text (``_not_blank``), which the API's ``/steer`` asks first
-    to name its own field. ASCII text is judged by one ``strip`` of ASCII's invisible
-    characters."""
-    if text.isascii():
-        return not text.strip(_ASCII_INVISIBLE)
-    return not any(c.isprintable() and not c.isspace() for c in text)
-
-
-def _not_blank(value: str) -> str:
-    """``value``, unless it shows nothing (``shows_nothing``)."""
-    if shows_nothing(value):
-        raise ValueError("must not be blank (it shows no visible character)")
-    return value
-
-
-#: The ASCII characters that show nothing: the controls, the space and DEL.
-_ASCII_INVISIBLE = "".join(map(chr, range(0x21))) + "\x7f"
-
-
-class TextPayload(_Payload):
-    text: str
-
-    @field_validator("text")
-    @classmethod
-    def _check(cls, v: str) -> str:
-        return _not_blank(v)
-
-
-class QuestionPayload(_Payload):
-    question: str
-
-    @field_validator("question")
-    @classmethod
-    def _check(cls, v: str) -> str:
-        return _not_blank(v)
-
-
-class ContextPayload(_Payload):
-    """Text for an agent, or a ``value`` that resumes a graph task's interrupt."""
-
-    text: str | None = None
-    value: Any = None
-    source: str | None = None
-    interrupt_id: str | None = None
-
-    @field_validator("text")
-    @classmethod
-    def _check_text(cls, v: str | None) -> str | None:
-        return v if v is None else _not_blank(v)
-
-    @model_validator(mode="after")
-    def _needs_content(self) -> ContextPayload:
-        if self.text is None and self.value is None:
-            raise ValueError("needs 'text' or 'value'")
-        return self
-
-
-class ToolsPayload(_Payload):
-    tools: list[str]
-    #: Why (a narrowing passed down from a run above says which, by whom, and what it took).
-    reason: str | None = None
-
-    @field_validator("tools")
-    @classmethod
-    def _names(cls, v: list[str]) -> list[str]:
-        if any(not name.strip() for name in v):
-            raise ValueError("tool names must not be blank")
-        return sorted(set(v))
-
-
-class ModelsPayload(_Payload):
-    models: list[str] = Field(min_length=1)
-    reason: str | None = None
-
-    @field_validator("models")
-    @classmethod
-    def _names(cls, v: list[str]) -> list[str]:
-        if any(not name.strip() for name in v):
-            raise ValueError("model names must not be blank")
-        return list(dict.fromkeys(v))  # keep the caller's preference order
-
-
-class ReasonPayload(_Payload):
-    reason: str | None = None
-
-
-class CancelPayload(ReasonPayload):
-    #: End the run ``aborted`` (a supervisor stopping a run that broke its policy) rather
-    #: than ``cancelled``.
-    abort: StrictBool | None = None  # true or false: not "yes", 1 or "true"
-
-
-class DecisionPayload(_Payload):
-    """Approve / reject: optionally for one interrupt, with a value handed to the task."""
-
-    interrupt_id: str | None = None
-    value: Any = None
-    reason: str | None = None
-
-
-class RedirectPayload(_Payload):
-    goto: str | list[str] | None = None
-    instruction: str | None = None
-
-    @field_validator("instruction")
-    @classmethod
-    def _check_instruction(cls, v: str | None) -> str | None:
-        return v if v is None else _not_blank(v)
-
-    @field_validator("goto")
-    @classmethod
-    def _check_goto(cls, v: str | list[str] | None) -> str | list[str] | None:
-        # An empty list named no node: a graph given it would have nowhere to go.
-        if isinstance(v, list) and not v:
-            raise ValueError("names no node; give at least one")
-        if v is not None and any(not name.strip() for name in ([v] if isinstance(v, str) else v)):
-            raise ValueError("node names must not be blank")
-        return v
-
-    @model_validator(mode="after")
-    def _needs_target(self) -> RedirectPayload:
-        if self.goto is None and self.instruction is None:
-            raise ValueError("needs 'goto' (graph nodes) or 'instruction' (a new goal)")
-        return self
-
-
-class StatusPayload(_Payload):
-    pass
-
-
-class BudgetPayload(_Payload):
-    # strict: a boolean is no count (True was a budget of one call), nor is text or 2.0
-    max_model_calls: int | None = Field(default=None, gt=0, strict=True)
-    # 0: no further tool call, as RunLimits(max_tool_calls=0) allows at the start
-    max_tool_calls: int | None = Field(default=None, ge=0, strict=True)
-    max_tokens: int | None = Field(default=None, gt=0, strict=True)
-    max_input_tokens: int | None = Field(default=None, gt=0, strict=True)
-    max_output_tokens: int | None = Field(default=None, gt=0, strict=True)
-    deadline_s: float | None = Field(default=None, gt=0, strict=True)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_removal(cls, v: Any) -> Any:
-        # None is "no limit" in RunLimits; here it was dropped without a word (beside another
-        # limit the command was accepted, the limit kept), or refused as naming no limit
-        if v is None:
-            raise ValueError(
-                "cannot remove a limit: update_budget replaces limits with new values and "
-                "never lifts one (None is not a value here); to give the run more, set a "
-                "larger value (a child's stays within what its ancestors have left)"
-            )
-        return v
-
-    @model_validator(mode="after")
-    def _needs_one(self) -> BudgetPayload:
-        if not self.model_dump(exclude_none=True):
-            raise ValueError("needs at least one of " + ", ".join(type(self).model_fields))
-        return self
-
-
-class StatePayload(_Payload):
-    update: dict[str, Any] = Field(min_length=1)
-    as_node: str | None = None
-
-
-PAYLOAD_MODELS: dict[SteeringKind, type[_Payload]] = {
-    SteeringKind.ADD_INSTRUCTION: TextPayload,
-    SteeringKind.REPLACE_INSTRUCTION: TextPayload,
-    SteeringKind.ASK_CLARIFYING_QUESTION: QuestionPayload,
-    SteeringKind.PROVIDE_CONTEXT: ContextPayload,
-    SteeringKind.CONSTRAIN_TOOLS: ToolsPayload,
-    SteeringKind.CONSTRAIN_MODEL: ModelsPayload,
-    SteeringKind.PAUSE: ReasonPayload,
-    SteeringKind.RESUME: ReasonPayload,
-    SteeringKind.CANCEL: CancelPayload,
-    SteeringKind.APPROVE: DecisionPayload,
-    SteeringKind.REJECT: DecisionPayload,
-    SteeringKind.REDIRECT: RedirectPayload,
-    SteeringKind.REQUEST_STATUS: StatusPayload,
-    SteeringKind.UPDATE_BUDGET: BudgetPayload,
-    SteeringKind.UPDATE_STATE: StatePayload,
-}
-
-
 def validate_payload(kind: SteeringKind, payload: dict[str, Any]) -> dict[str, Any]:
     """Validate ``payload`` for ``kind``; return it normalised (unset optional keys dropped,
     tuples made lists) and read-only.
@@ -760,7 +554,7 @@ def validate_payload(kind: SteeringKind, payload: dict[str, Any]) -> dict[str, A
     problem = _json_problem(payload)
     if problem is not None:
         raise InvalidCommandError(f"invalid payload for {kind.value}: {problem}")
-    model = PAYLOAD_MODELS[kind]
+    model = payload_models.PAYLOAD_MODELS[kind]
     try:
         # model_validate / model_dump without their Python wrappers: this runs for every command.
         parsed = model.__pydantic_validator__.validate_python(payload)
@@ -802,7 +596,7 @@ def problems_line(
     return "; ".join(shown) + (f"; and {more:,} more" if more else "")
 
 
-def _payload_dict(parsed: _Payload) -> ReadOnlyDict:
+def _payload_dict(parsed: BaseModel) -> ReadOnlyDict:
     """A validated payload model as its read-only dict: the fields that are not None, every
     container in them copied read-only.
 
@@ -1107,7 +901,7 @@ def command_json_schema() -> dict[str, Any]:
     """The JSON Schema of ``SteeringCommand`` (payload schemas per kind under ``$defs``)."""
     schema = SteeringCommand.model_json_schema()
     defs = schema.setdefault("$defs", {})
-    for kind, model in PAYLOAD_MODELS.items():
+    for kind, model in payload_models.PAYLOAD_MODELS.items():
         defs[f"payload_{kind.value}"] = model.model_json_schema()
     return schema
 

@@ -1,0 +1,26 @@
+"""The rule of every command text: it must show something (``shows_nothing``)."""
+
+from __future__ import annotations
+
+
+def shows_nothing(text: str) -> bool:
+    """Whether ``text`` shows nothing: empty, whitespace, or only invisible characters
+    (zero-width spaces, bidi marks: Unicode format characters, which ``strip`` keeps; and
+    control characters, ASCII's among them: an instruction of NUL or ESC alone was taken).
+    The rule of every command text (``not_blank``), which the API's ``/steer`` asks first
+    to name its own field. ASCII text is judged by one ``strip`` of ASCII's invisible
+    characters."""
+    if text.isascii():
+        return not text.strip(_ASCII_INVISIBLE)
+    return not any(c.isprintable() and not c.isspace() for c in text)
+
+
+def not_blank(value: str) -> str:
+    """``value``, unless it shows nothing (``shows_nothing``)."""
+    if shows_nothing(value):
+        raise ValueError("must not be blank (it shows no visible character)")
+    return value
+
+
+#: The ASCII characters that show nothing: the controls, the space and DEL.
+_ASCII_INVISIBLE = "".join(map(chr, range(0x21))) + "\x7f"
