@@ -97,6 +97,44 @@ def test_importing_the_package_defines_no_payload_model() -> None:
     assert json.loads(done.stdout) == [False, True, {"text": "hi"}]
 
 
+_MODELS = '''
+import json, sys
+from tinyagents import Agent, tool
+from tinyagents.testkit import ScriptedModel, reply
+
+def loaded():
+    return [m for m in sys.modules if m.startswith("tinyagents.harness.litellm")]
+
+@tool
+def search() -> str:
+    """Search."""
+    return ""
+
+seen = [loaded()]
+Agent("a", ScriptedModel([reply("x")]))
+seen.append(loaded())
+seen.append(type(Agent("b", "openai/gpt-4o-mini").model).__name__)
+forced = {"type": "function", "function": {"name": "nope"}}
+from tinyagents import LiteLLMModel
+try:
+    Agent("c", LiteLLMModel("openai/gpt-4o-mini", tool_choice=forced), tools=[search])
+except Exception as exc:
+    seen.append(type(exc).__name__)
+print(json.dumps(seen))
+'''
+
+
+def test_an_agent_given_a_model_object_loads_no_litellm_model() -> None:
+    """``LiteLLMModel``'s module (with its stream and error readers) loads with the first
+    model string an agent is given (``tinyagents.harness._litellm``), not with the package
+    nor with an agent given a ``Model``; a string still makes a ``LiteLLMModel``, whose
+    ``tool_choice`` is still checked against the agent's tools."""
+    done = subprocess.run(
+        [sys.executable, "-c", _MODELS], capture_output=True, text=True, check=True
+    )
+    assert json.loads(done.stdout) == [[], [], "LiteLLMModel", "ConfigurationError"]
+
+
 _SUPERVISED = """
 import asyncio, json, sys
 from tinyagents import Agent, Runtime
@@ -191,6 +229,8 @@ def test_importing_the_package_compiles_only_the_patterns_of_hot_paths() -> None
         ("tinyagents.supervisor", "Supervisor", "tinyagents.supervisor.supervisor"),
         ("tinyagents", "SupervisorSpec", "tinyagents.supervisor.spec"),
         ("tinyagents", "Supervisor", "tinyagents.supervisor.supervisor"),
+        ("tinyagents", "LiteLLMModel", "tinyagents.harness.litellm_model"),
+        ("tinyagents.harness", "LiteLLMModel", "tinyagents.harness.litellm_model"),
     ],
 )
 def test_a_lazy_name_is_the_object_its_module_defines(place: str, name: str, home: str) -> None:

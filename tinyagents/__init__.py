@@ -2,8 +2,8 @@
 
 The names below are the public contract (DESIGN.md section 3), each re-exported from the one
 subpackage that exports it (``tinyagents.harness``, ``.protocol``, ``.runs``, ``.steering``) or
-from ``tinyagents.errors`` and ``tinyagents.runtime``; ``Supervisor`` and ``SupervisorSpec``
-(``tinyagents.supervisor``) are imported on first use (``tinyagents._lazy``). Graph building blocks live in
+from ``tinyagents.errors`` and ``tinyagents.runtime``; ``LiteLLMModel``, ``Supervisor`` and ``SupervisorSpec``
+are imported on first use (``tinyagents._lazy``). Graph building blocks live in
 ``tinyagents.graph``, test fakes in ``tinyagents.testkit``, events in ``tinyagents.events``,
 stores and checkpointers in ``tinyagents.store`` and ``tinyagents.store.checkpoint``;
 docs/architecture.md shows how the subpackages stack.
@@ -30,7 +30,6 @@ from tinyagents.errors import (
 )
 from tinyagents.harness import (
     Agent,
-    LiteLLMModel,
     Message,
     Middleware,
     Model,
@@ -76,8 +75,9 @@ from tinyagents.runs import (
 from tinyagents.runtime import Runtime
 from tinyagents.steering import Decision, PolicyContext, PolicyPipeline, RedirectConflict
 
-if TYPE_CHECKING:  # imported on first use (tinyagents._lazy): a runtime loads them with the
-    # first run it has to watch
+if TYPE_CHECKING:  # imported on first use (tinyagents._lazy): an agent given a model string
+    # loads the first, a runtime the others with the first run it has to watch
+    from tinyagents.harness.litellm_model import LiteLLMModel
     from tinyagents.supervisor.spec import SupervisorSpec
     from tinyagents.supervisor.supervisor import Supervisor
 
@@ -150,6 +150,7 @@ __all__ = [
 __getattr__, __dir__ = lazy_names(
     __name__,
     {
+        "LiteLLMModel": "tinyagents.harness.litellm_model",
         "Supervisor": "tinyagents.supervisor.supervisor",
         "SupervisorSpec": "tinyagents.supervisor.spec",
     },

@@ -11,13 +11,16 @@
     orchestrator = Agent("orchestrator", model, tools=[SubAgentTool(research)])
 
 A model is any ``Model`` (the testkit's scripted ones included) or a litellm model string,
-which ``LiteLLMModel`` wraps; litellm itself is imported on the first call. The loop stops at
+which ``LiteLLMModel`` wraps (its module is imported with the first such string, or the first
+time the name is read: ``tinyagents.harness._litellm``); litellm itself on the first call. The loop stops at
 safe boundaries to take steering, which reaches the model through ``SteeringRenderer``.
 """
 
+from typing import TYPE_CHECKING
+
+from tinyagents._lazy import lazy_names
 from tinyagents.harness.agent import Agent
 from tinyagents.harness.context import RunContext
-from tinyagents.harness.litellm_model import LiteLLMModel
 from tinyagents.harness.middleware import Middleware
 from tinyagents.harness.model import (
     Message,
@@ -34,6 +37,9 @@ from tinyagents.harness.output import NativeOutput, PromptedOutput, TextOutput, 
 from tinyagents.harness.render import SteeringRenderer
 from tinyagents.harness.subagent import SubAgent, SubAgentSession, SubAgentTool
 from tinyagents.harness.tools import FunctionTool, Tool, ToolResult, tool
+
+if TYPE_CHECKING:  # imported on first use (tinyagents.harness._litellm)
+    from tinyagents.harness.litellm_model import LiteLLMModel
 
 __all__ = [
     "Agent",
@@ -62,3 +68,5 @@ __all__ = [
     "orchestrator_tools",
     "tool",
 ]
+
+__getattr__, __dir__ = lazy_names(__name__, {"LiteLLMModel": "tinyagents.harness.litellm_model"})

@@ -16,9 +16,9 @@ from tinyagents.errors import (
     SyncInAsyncError,
     kind_of,
 )
+from tinyagents.harness import _litellm
 from tinyagents.harness.context import RunFunction
 from tinyagents.harness.limits import check_limits
-from tinyagents.harness.litellm_model import LiteLLMModel, as_model, forced_tool
 from tinyagents.harness.loop import (
     abandon_child,
     run_events,
@@ -128,7 +128,8 @@ class Agent:
                 f"parent model), got {type(description).__name__}"
             )
         self.name = name
-        self.model = as_model(model)
+        # a model string (or no model) loads LiteLLMModel's module (tinyagents.harness._litellm)
+        self.model = model if isinstance(model, Model) else _litellm.as_model(model)
         self.instructions = instructions
         self.tools = _tool_dict(name, tools)
         taken = sorted(set(self.tools) & set(output_tools))
@@ -343,9 +344,9 @@ def _check_forced_tool(agent: str, model: Model, tools: Mapping[str, Tool]) -> N
     be sent (OpenAI refuses a tool_choice naming no offered tool): a mistake (a misspelt
     name), said now. An agent without tools may share the model: its requests carry none of
     the tool settings."""
-    if not isinstance(model, LiteLLMModel):
+    if not _litellm.is_litellm_model(model):
         return
-    forced = forced_tool(model.litellm_kwargs.get("tool_choice"))
+    forced = _litellm.forced_tool(model.litellm_kwargs.get("tool_choice"))  # type: ignore[attr-defined]
     if forced is not None and tools and forced not in tools:
         raise ConfigurationError(
             f"agent {agent!r}: its model's tool_choice forces tool {forced!r}, which the agent "
