@@ -12,12 +12,16 @@ graph = (
 result = await graph.run({"topic": "x"}, thread_id="t1")
 if result.status == "interrupted":
     result = await graph.run(Command(resume={result.interrupts[0].id: "ok"}), thread_id="t1")
+
+LangGraph's functional API, ``@entrypoint`` and ``@task`` (``tinyagents.graph.func``), makes a
+one-node graph of a function whose task calls are saved with the thread.
 """
 
 from tinyagents.graph.agent_node import AgentNode
 from tinyagents.graph.builder import MAX_NODE_NAME_LENGTH, StateGraph
 from tinyagents.graph.compiled import CompiledGraph
 from tinyagents.graph.context import NodeContext
+from tinyagents.graph.func import Entrypoint, Task, TaskFuture, entrypoint, task
 from tinyagents.graph.interrupts import Interrupt, is_invalid_resume
 from tinyagents.graph.reducers import (
     REMOVE_ALL_MESSAGES,
@@ -54,6 +58,7 @@ __all__ = [
     "CheckpointInfo",
     "Command",
     "CompiledGraph",
+    "Entrypoint",
     "GraphResult",
     "GraphStatus",
     "Interrupt",
@@ -67,13 +72,17 @@ __all__ = [
     "StateSnapshot",
     "StateUpdate",
     "StateView",
+    "Task",
+    "TaskFuture",
     "TaskState",
     "UntrackedValue",
     "add_messages",
     "append",
     "default_retry_on",
+    "entrypoint",
     "interrupt",
     "is_invalid_resume",
     "overwrite",
+    "task",
     "union",
 ]

@@ -120,6 +120,9 @@ class StateGraph:
     >>> graph = StateGraph(State).add_node("a", a).add_edge(START, "a").add_edge("a", END)
     """
 
+    #: what ``compile()`` makes (``func.Entrypoint``'s builder makes one of its own)
+    _compiled_class: type[CompiledGraph] = CompiledGraph
+
     def __init__(
         self, state_schema: Any, *, input_schema: Any = None, output_schema: Any = None
     ) -> None:
@@ -451,7 +454,7 @@ class StateGraph:
             raise GraphValidationError(
                 f"compile(supervisor=...) takes a SupervisorSpec, got {kind_of(supervisor)}"
             )
-        graph = CompiledGraph(
+        graph = self._compiled_class(
             self,
             checkpointer=None if isinstance(checkpointer, bool) else checkpointer,
             sub_checkpointer=checkpointer if isinstance(checkpointer, bool) else None,

@@ -1,0 +1,244 @@
+"""``@entrypoint`` and ``@task`` (``tinyagents.graph.func``) on our own terms: an entrypoint is
+a ``CompiledGraph`` run with ``run``/``stream``/``get_state``, steerable in a ``Runtime``; task
+calls are sub-graph calls saved with the thread. (The side-by-side ports with LangGraph are in
+``test_langgraph_ports_func.py``.)"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, TypedDict
+
+import pytest
+
+from tinyagents import Runtime
+from tinyagents.errors import GraphError
+from tinyagents.graph import (
+    END,
+    START,
+    Command,
+    CompiledGraph,
+    Entrypoint,
+    StateGraph,
+    entrypoint,
+    interrupt,
+    task,
+)
+from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
+from tinyagents.runs import RunStatus
+from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
+from tinyagents.testkit import EventWaiter
+
+
+async def test_an_entrypoint_is_a_compiled_graph_of_one_node(checkpointer: Checkpointer) -> None:
+    calls: list[int] = []
+
+    @task
+    def add_one(x: int) -> int:
+        calls.append(x)
+        return x + 1
+
+    @entrypoint(checkpointer=checkpointer)
+    async def flow(x: int) -> dict[str, Any]:
+        return {"sum": await add_one(x) + await add_one(x * 10)}
+
+    assert isinstance(flow, Entrypoint) and isinstance(flow, CompiledGraph)
+    assert list(flow.nodes) == ["flow"] and flow.name == "flow"
+    result = await flow.run(1, thread_id="t")
+    assert result.status == "completed"
+    assert result.state == {"input": 1, "output": {"sum": 13}, "previous": {"sum": 13}}
+    state = await flow.get_state("t", subgraphs=True)
+    assert state.values["output"] == {"sum": 13} and state.next == ()
+    # the thread's own checkpoints are a graph's: its input, the step applying it, the node's
+    assert [h.source for h in await flow.history("t")] == ["loop", "loop", "input"]
+    assert calls == [1, 10]
+
+
+async def test_a_stream_yields_the_entrypoints_update(checkpointer: Checkpointer) -> None:
+    @task
+    async def shout(text: str) -> str:
+        return text.upper()
+
+    @entrypoint(checkpointer=checkpointer)
+    async def flow(text: str) -> str:
+        return await shout(text)
+
+    items = [item async for item in flow.stream("hi", thread_id="t", mode="updates")]
+    assert items == [{"flow": {"output": "HI", "previous": "HI"}}]
+    nested = [
+        item async for item in flow.stream("yo", thread_id="t", mode="updates", subgraphs=True)
+    ]
+    assert [(ns[0].split(":")[0] if ns else "", upd) for ns, upd in nested] == [
+        ("flow", {"shout": {"output": "YO"}}),
+        ("", {"flow": {"output": "YO", "previous": "YO"}}),
+    ]
+
+
+async def test_tasks_that_pause_together_are_asked_together(
+    checkpointer: Checkpointer,
+) -> None:
+    asked: list[str] = []
+
+    @task
+    def ask(who: str) -> str:
+        asked.append(who)
+        return f"{who}={interrupt(who)}"
+
+    @entrypoint(checkpointer=checkpointer)
+    async def flow(names: list[str]) -> list[str]:
+        futures = [ask(n) for n in names]
+        return [await f for f in futures]
+
+    paused = await flow.run(["ann", "bob"], thread_id="t")
+    assert paused.status == "interrupted"
+    assert sorted(i.value for i in paused.interrupts) == ["ann", "bob"]
+    assert [i.ns.split(":")[0] for i in paused.interrupts] == ["flow", "flow"]
+    answers = {i.id: i.value.upper() for i in paused.interrupts}
+    done = await flow.run(Command(resume=answers), thread_id="t")
+    assert done.status == "completed" and done.state["output"] == ["ann=ANN", "bob=BOB"]
+
+
+async def test_a_task_left_unawaited_still_runs_and_its_question_pauses(
+    checkpointer: Checkpointer,
+) -> None:
+    ran: list[str] = []
+
+    @task
+    def side(x: int) -> None:
+        ran.append(f"side {interrupt('go on?')}")
+
+    @entrypoint(checkpointer=checkpointer)
+    async def flow(x: int) -> int:
+        side(x)  # never awaited: it runs all the same, as LangGraph's
+        return x
+
+    paused = await flow.run(1, thread_id="t")
+    assert paused.status == "interrupted" and [i.value for i in paused.interrupts] == ["go on?"]
+    done = await flow.run(Command(resume="yes"), thread_id="t")
+    assert done.status == "completed" and done.state["output"] == 1
+    assert ran == ["side yes"]
+
+
+async def test_a_task_called_from_a_graph_node_is_saved_with_the_thread(
+    checkpointer: Checkpointer,
+) -> None:
+    calls: list[int] = []
+
+    @task
+    async def square(x: int) -> int:
+        calls.append(x)
+        return x * x
+
+    async def node(state: dict[str, Any]) -> dict[str, Any]:
+        total = sum(await asyncio.gather(*(square(x) for x in state["xs"])))
+        return {"total": f"{total} {interrupt('ok?')}"}
+
+    class State(TypedDict, total=False):
+        xs: list[int]
+        total: str
+
+    graph = StateGraph(State).add_node("sum", node).add_edge(START, "sum").add_edge("sum", END)
+    compiled = graph.compile(checkpointer=checkpointer)
+    assert (await compiled.run({"xs": [1, 2, 3]}, thread_id="t")).status == "interrupted"
+    done = await compiled.run(Command(resume="fine"), thread_id="t")
+    assert done.state["total"] == "14 fine" and sorted(calls) == [1, 2, 3]
+
+
+async def test_without_a_checkpointer_tasks_run_and_interrupt_is_an_error() -> None:
+    @task
+    def double(x: int) -> int:
+        return 2 * x
+
+    @entrypoint()
+    def flow(x: int) -> int:
+        return double(x).result() + double(x + 1).result()
+
+    assert await flow.ainvoke(1) == 6
+
+    @entrypoint()
+    def asks(x: int) -> Any:
+        return interrupt("q")
+
+    result = await asks.run(1)
+    assert result.status == "failed" and isinstance(result.error, GraphError)
+
+
+async def test_misuse_is_said_plainly() -> None:
+    @task
+    def double(x: int) -> int:
+        return 2 * x
+
+    with pytest.raises(GraphError, match="outside a running @entrypoint"):
+        double(1)
+
+    @task
+    async def slow(x: int) -> int:
+        await asyncio.sleep(0)
+        return x
+
+    @entrypoint(checkpointer=MemoryCheckpointer())
+    async def flow(x: int) -> int:
+        return slow(x).result()  # an async entrypoint awaits its tasks
+
+    result = await flow.run(1, thread_id="t")
+    assert result.status == "failed" and "await it" in str(result.error)
+    with pytest.raises(ValueError, match="at least one parameter"):
+        entrypoint()(lambda: None)
+
+
+def test_invoke_runs_without_an_event_loop() -> None:
+    @entrypoint(checkpointer=MemoryCheckpointer())
+    def flow(x: int, *, previous: Any = None) -> Any:
+        return entrypoint.final(value=(x, previous), save=x * 2)
+
+    config = {"configurable": {"thread_id": "t"}}
+    assert flow.invoke(1, config) == (1, None)
+    assert flow.invoke(5, config) == (5, 2)
+
+
+# -- steering -------------------------------------------------------------------------------
+
+HUMAN = SteeringActor.test()
+
+
+@pytest.mark.parametrize("where", ["entrypoint", "task"])
+async def test_steering_answers_an_entrypoints_question(
+    checkpointer: Checkpointer, where: str
+) -> None:
+    calls: list[str] = []
+
+    @task
+    def draft(topic: str) -> str:
+        calls.append("draft")
+        return f"draft about {topic}"
+
+    @task
+    def sign(text: str) -> str:
+        calls.append("sign")
+        return f"{text}, signed by {interrupt('who signs?')}"
+
+    @entrypoint(checkpointer=checkpointer)
+    def flow(topic: str) -> str:
+        text = draft(topic).result()
+        if where == "task":
+            return sign(text).result()
+        return f"{text}, signed by {interrupt('who signs?')}"
+
+    async with Runtime(testing=True) as rt:
+        waiter = EventWaiter()
+        rt.bus.add_sink(waiter)
+        handle = await rt.start_graph(flow, "cats", thread_id="t")
+        asked = await waiter.event("graph.interrupt", handle.run_id)
+        assert asked.data["value"] == "who signs?"
+        answer = SteeringCommand(
+            target=SteeringTarget.graph_task(handle.run_id, asked.task_id),
+            actor=HUMAN,
+            kind=SteeringKind.PROVIDE_CONTEXT,
+            payload={"value": "ana"},
+        )
+        receipt = await rt.submit(answer)
+        assert receipt.status.value == "accepted"
+        result = await handle.result()
+    assert result.status == RunStatus.COMPLETED
+    assert result.output["output"] == "draft about cats, signed by ana"
+    # the finished draft was not written again when the entrypoint ran again
+    assert calls.count("draft") == 1

@@ -1,0 +1,219 @@
+"""LangGraph's functional API (``langgraph.func``: ``@entrypoint``, ``@task``): the same
+program on LangGraph and on ``tinyagents.graph``, compared, as in ``test_langgraph_ports.py``
+(each test's comment names the LangGraph test it follows, in
+``libs/langgraph/tests/test_pregel.py`` / ``test_pregel_async.py``).
+
+LangGraph runs on its ``InMemorySaver``; ours on every checkpointer backend (the
+``checkpointer`` fixture). Both are called with ``ainvoke(input, config)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from langgraph_kit import cfg, lg_memory, lg_types
+
+from tinyagents.graph import Command, entrypoint, interrupt, task
+from tinyagents.store.checkpoint import Checkpointer
+
+lg_func = pytest.importorskip("langgraph.func")
+
+OURS = SimpleNamespace(entrypoint=entrypoint, task=task, interrupt=interrupt, Command=Command)
+THEIRS = SimpleNamespace(
+    entrypoint=lg_func.entrypoint,
+    task=lg_func.task,
+    interrupt=lg_types.interrupt,
+    Command=lg_types.Command,
+)
+
+
+def shown(out: Any) -> Any:
+    """An ``ainvoke`` result, the same for both libraries: a paused run as its questions."""
+    if isinstance(out, dict) and "__interrupt__" in out:
+        return ("interrupted", [i.value for i in out["__interrupt__"]])
+    return out
+
+
+async def both(
+    build: Any, checkpointer: Checkpointer, inputs: list[Any]
+) -> tuple[list[Any], list[Any]]:
+    """``build(g, cp, calls)`` made on both libraries and given ``inputs`` in turn on one
+    thread (a ``("resume", x)`` input is ``Command(resume=x)``); each library's outputs and
+    calls must be the same (tasks that run together may start their work in either order:
+    compared sorted): returns them (ours)."""
+    seen: list[tuple[list[Any], list[Any]]] = []
+    for g, cp in ((OURS, checkpointer), (THEIRS, lg_memory.InMemorySaver())):
+        calls: list[Any] = []
+        graph = build(g, cp, calls)
+        outs = []
+        for item in inputs:
+            if isinstance(item, tuple) and item[0] == "resume":
+                item = g.Command(resume=item[1])
+            outs.append(shown(await graph.ainvoke(item, cfg("1"))))
+        seen.append((outs, calls))
+    (ours, our_calls), (theirs, their_calls) = seen
+    assert ours == theirs
+    assert sorted(our_calls, key=repr) == sorted(their_calls, key=repr)
+    return seen[0]
+
+
+def mapper_graph(g: Any, cp: Any, calls: list[Any]) -> Any:
+    @g.task
+    async def mapper(input: int) -> str:
+        calls.append(input)
+        await asyncio.sleep(0)
+        return str(input) * 2
+
+    @g.entrypoint(checkpointer=cp)
+    async def graph(input: list[int]) -> list[str]:
+        mapped = await asyncio.gather(*[mapper(i) for i in input])
+        answer = g.interrupt("question")
+        return [m + answer for m in mapped]
+
+    return graph
+
+
+async def test_finished_tasks_do_not_run_again_on_resume(checkpointer: Checkpointer) -> None:
+    # test_imp_task (async): tasks gathered, then an interrupt in the entrypoint; the
+    # resume runs the entrypoint again from its top, and the mapped results come back saved
+    outs, calls = await both(mapper_graph, checkpointer, [[0, 1], ("resume", "answer")])
+    assert outs == [("interrupted", ["question"]), ["00answer", "11answer"]]
+    assert sorted(calls) == [0, 1]
+
+
+def foo_bar_graph(g: Any, cp: Any, calls: list[Any]) -> Any:
+    @g.task
+    def foo(state: dict[str, str]) -> dict[str, str]:
+        calls.append("foo")
+        return {"a": state["a"] + "foo"}
+
+    @g.task
+    def bar(state: dict[str, str]) -> dict[str, str]:
+        calls.append("bar")
+        value = g.interrupt("Please provide value")
+        return {"a": state["a"] + "bar" + value}
+
+    @g.entrypoint(checkpointer=cp)
+    def graph(inputs: dict[str, str]) -> dict[str, str]:
+        return bar(foo(inputs).result()).result()
+
+    return graph
+
+
+async def test_an_interrupt_inside_a_task(checkpointer: Checkpointer) -> None:
+    # test_interrupt_task_functional: the task that asked runs again with the answer; the one
+    # before it does not
+    outs, calls = await both(foo_bar_graph, checkpointer, [{"a": ""}, ("resume", "bar")])
+    assert outs == [("interrupted", ["Please provide value"]), {"a": "foobarbar"}]
+    assert calls == ["foo", "bar", "bar"]
+
+
+def doubling_graph(g: Any, cp: Any, calls: list[Any]) -> Any:
+    @g.task
+    def double(x: int) -> int:
+        calls.append(x)
+        return 2 * x
+
+    @g.entrypoint(checkpointer=cp)
+    def graph(_: Any) -> list[Any]:
+        values: list[Any] = []
+        for idx in [1, 2, 3]:
+            values.append(double(idx).result())
+            values.append(g.interrupt({"a": "boo"}))
+        return values
+
+    return graph
+
+
+async def test_several_interrupts_in_turn(checkpointer: Checkpointer) -> None:
+    # test_multiple_interrupts_functional: each resume answers the next question; each
+    # task call runs once
+    inputs = [{}, ("resume", "a"), ("resume", "b"), ("resume", "c")]
+    outs, calls = await both(doubling_graph, checkpointer, inputs)
+    assert outs[-1] == [2, "a", 4, "b", 6, "c"]
+    assert outs[:3] == [("interrupted", [{"a": "boo"}])] * 3
+    assert calls == [1, 2, 3]
+
+
+def saving_graph(g: Any, cp: Any, calls: list[Any]) -> Any:
+    @g.entrypoint(checkpointer=cp)
+    def graph(inputs: int, *, previous: Any) -> Any:
+        previous = previous or 0
+        calls.append(previous)
+        return g.entrypoint.final(value=previous, save=previous + inputs)
+
+    return graph
+
+
+async def test_final_saves_what_previous_reads(checkpointer: Checkpointer) -> None:
+    # test_entrypoint_final (entrypoint.final(value, save) and the previous parameter)
+    outs, _ = await both(saving_graph, checkpointer, [1, 2, 3])
+    assert outs == [0, 1, 3]
+
+
+def previous_graph(g: Any, cp: Any, calls: list[Any]) -> Any:
+    @g.entrypoint(checkpointer=cp)
+    async def graph(number: int, previous: Any = None) -> list[Any]:
+        return [number, previous]
+
+    return graph
+
+
+async def test_previous_is_the_last_return_value(checkpointer: Checkpointer) -> None:
+    # the entrypoint docstring's "Accessing the previous return value"
+    outs, _ = await both(previous_graph, checkpointer, [1, 2])
+    assert outs == [[1, None], [2, [1, None]]]
+
+
+def mixed_graph(g: Any, cp: Any, calls: list[Any]) -> Any:
+    @g.task
+    async def slow_add(x: int) -> int:
+        calls.append(("async", x))
+        return x + 1
+
+    @g.task
+    def plain_add(x: int) -> int:
+        calls.append(("sync", x))
+        return x + 10
+
+    @g.entrypoint(checkpointer=cp)
+    def graph(x: int) -> int:
+        first = slow_add(x)  # an async task from a sync entrypoint
+        second = plain_add(x)
+        return first.result() + second.result()
+
+    return graph
+
+
+async def test_async_tasks_in_a_sync_entrypoint(checkpointer: Checkpointer) -> None:
+    # test_imp_sync_from_async (its mirror): both kinds of task in a sync entrypoint
+    outs, calls = await both(mixed_graph, checkpointer, [1])
+    assert outs == [13]
+    assert sorted(calls) == [("async", 1), ("sync", 1)]
+
+
+def failing_graph(g: Any, cp: Any, calls: list[Any]) -> Any:
+    @g.task
+    def boom(x: int) -> int:
+        calls.append(x)
+        raise ValueError(f"bad {x}")
+
+    @g.entrypoint(checkpointer=cp)
+    async def graph(x: int) -> str:
+        try:
+            await boom(x)
+        except ValueError as exc:
+            return f"caught {exc}"
+        return "not reached"
+
+    return graph
+
+
+async def test_a_task_error_is_raised_where_it_is_awaited(checkpointer: Checkpointer) -> None:
+    # a task's error reaches the entrypoint, which may catch it (test_imp_exception)
+    outs, calls = await both(failing_graph, checkpointer, [3])
+    assert outs == ["caught bad 3"]
+    assert calls == [3]
