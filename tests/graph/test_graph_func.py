@@ -200,9 +200,10 @@ def test_invoke_runs_without_an_event_loop() -> None:
 HUMAN = SteeringActor.test()
 
 
+@pytest.mark.parametrize("to", ["task", "run"])
 @pytest.mark.parametrize("where", ["entrypoint", "task"])
 async def test_steering_answers_an_entrypoints_question(
-    checkpointer: Checkpointer, where: str
+    checkpointer: Checkpointer, where: str, to: str
 ) -> None:
     calls: list[str] = []
 
@@ -230,7 +231,9 @@ async def test_steering_answers_an_entrypoints_question(
         asked = await waiter.event("graph.interrupt", handle.run_id)
         assert asked.data["value"] == "who signs?"
         answer = SteeringCommand(
-            target=SteeringTarget.graph_task(handle.run_id, asked.task_id),
+            target=SteeringTarget.graph_task(handle.run_id, asked.task_id)
+            if to == "task"
+            else SteeringTarget.agent_run(handle.run_id),
             actor=HUMAN,
             kind=SteeringKind.PROVIDE_CONTEXT,
             payload={"value": "ana"},
