@@ -245,3 +245,30 @@ async def test_steering_answers_an_entrypoints_question(
     assert result.output["output"] == "draft about cats, signed by ana"
     # the finished draft was not written again when the entrypoint ran again
     assert calls.count("draft") == 1
+
+
+async def test_an_entrypoint_as_a_node_takes_the_state_and_returns_the_update(
+    checkpointer: Checkpointer,
+) -> None:
+    calls: list[str] = []
+
+    @task
+    def polish(text: str) -> str:
+        calls.append(text)
+        return text.title()
+
+    @entrypoint()
+    def editor(state: dict[str, Any]) -> dict[str, Any]:
+        text = polish(state["text"]).result()
+        return {"text": f"{text} ({interrupt('publish?')})"}
+
+    class Doc(TypedDict, total=False):
+        text: str
+
+    graph = StateGraph(Doc).add_node(editor).add_edge(START, "editor").add_edge("editor", END)
+    compiled = graph.compile(checkpointer=checkpointer)
+    paused = await compiled.run({"text": "a cat"}, thread_id="t")
+    assert paused.status == "interrupted" and paused.interrupts[0].value == "publish?"
+    done = await compiled.run(Command(resume="yes"), thread_id="t")
+    assert done.state == {"text": "A Cat (yes)"}
+    assert calls == ["a cat"]  # the task that had finished was not run again

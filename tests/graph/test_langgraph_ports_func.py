@@ -11,23 +11,20 @@ from __future__ import annotations
 
 import asyncio
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
-from langgraph_kit import cfg, lg_memory, lg_types
+from langgraph_kit import OURS as OURS_GRAPH
+from langgraph_kit import THEIRS as THEIRS_GRAPH
+from langgraph_kit import cfg, lg_memory
 
-from tinyagents.graph import Command, entrypoint, interrupt, task
+from tinyagents.graph import entrypoint, task
 from tinyagents.store.checkpoint import Checkpointer
 
 lg_func = pytest.importorskip("langgraph.func")
 
-OURS = SimpleNamespace(entrypoint=entrypoint, task=task, interrupt=interrupt, Command=Command)
-THEIRS = SimpleNamespace(
-    entrypoint=lg_func.entrypoint,
-    task=lg_func.task,
-    interrupt=lg_types.interrupt,
-    Command=lg_types.Command,
-)
+OURS = SimpleNamespace(**vars(OURS_GRAPH), entrypoint=entrypoint, task=task)
+THEIRS = SimpleNamespace(**vars(THEIRS_GRAPH), entrypoint=lg_func.entrypoint, task=lg_func.task)
 
 
 def shown(out: Any) -> Any:
@@ -35,6 +32,17 @@ def shown(out: Any) -> Any:
     if isinstance(out, dict) and "__interrupt__" in out:
         return ("interrupted", [i.value for i in out["__interrupt__"]])
     return out
+
+
+async def ainvoke(graph: Any, item: Any) -> Any:
+    """``graph.ainvoke(item, config)``; for one of our ``StateGraph``s, which has ``run``
+    instead, its state (with the questions, as LangGraph's ``__interrupt__``)."""
+    if hasattr(graph, "ainvoke"):
+        return await graph.ainvoke(item, cfg("1"))
+    result = (await graph.run(item, thread_id="1")).raise_for_status()
+    if result.status == "interrupted":
+        return {**result.state, "__interrupt__": result.interrupts}
+    return result.state
 
 
 async def both(
@@ -52,7 +60,7 @@ async def both(
         for item in inputs:
             if isinstance(item, tuple) and item[0] == "resume":
                 item = g.Command(resume=item[1])
-            outs.append(shown(await graph.ainvoke(item, cfg("1"))))
+            outs.append(shown(await ainvoke(graph, item)))
         seen.append((outs, calls))
     (ours, our_calls), (theirs, their_calls) = seen
     assert ours == theirs
@@ -217,3 +225,30 @@ async def test_a_task_error_is_raised_where_it_is_awaited(checkpointer: Checkpoi
     outs, calls = await both(failing_graph, checkpointer, [3])
     assert outs == ["caught bad 3"]
     assert calls == [3]
+
+
+class Doc(TypedDict, total=False):
+    text: str
+
+
+def editor_graph(g: Any, cp: Any, calls: list[Any]) -> Any:
+    @g.task
+    def polish(text: str) -> str:
+        calls.append(text)
+        return text.title()
+
+    @g.entrypoint()
+    def editor(state: dict[str, Any]) -> dict[str, Any]:
+        text = polish(state["text"]).result()
+        return {"text": f"{text} ({g.interrupt('publish?')})"}
+
+    graph = g.StateGraph(Doc).add_node("editor", editor)
+    return graph.add_edge(g.START, "editor").add_edge("editor", g.END).compile(checkpointer=cp)
+
+
+async def test_an_entrypoint_as_a_graph_node(checkpointer: Checkpointer) -> None:
+    # an entrypoint added to a StateGraph: it takes the state and returns the node's update;
+    # its finished task is not run again when the node resumes
+    outs, calls = await both(editor_graph, checkpointer, [{"text": "a cat"}, ("resume", "yes")])
+    assert outs == [("interrupted", ["publish?"]), {"text": "A Cat (yes)"}]
+    assert calls == ["a cat"]

@@ -220,6 +220,8 @@ class StateGraph:
             metadata=dict(metadata or {}),
             defer=defer,
         )
+        if isinstance(action, CompiledGraph):
+            action = action._as_node()  # an @entrypoint is called by a function node
         if input_schema is None and callable(action) and not isinstance(action, type):
             input_schema = self._hinted_input(action)
         if not destinations and callable(action) and not isinstance(action, type):

@@ -427,6 +427,10 @@ class CompiledGraph(GraphCore):
         """
         return await threads.fork(self, thread_id, checkpoint_id, new_thread_id=new_thread_id)
 
+    def _as_node(self) -> Any:
+        """What ``add_node(name, self)`` runs: the graph itself, as a sub-graph node."""
+        return self
+
     def to_mermaid(self) -> str:
         return mermaid.to_mermaid(self.builder)
 

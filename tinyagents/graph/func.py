@@ -243,6 +243,17 @@ class Entrypoint(CompiledGraph):
         SyncInAsyncError.refuse_inside_a_loop(f"entrypoint {self.name!r}", "await .ainvoke()")
         return asyncio.run(self.ainvoke(input, config, thread_id=thread_id))
 
+    def _as_node(self) -> Any:
+        """As a node of a ``StateGraph`` (LangGraph's way): a function node that calls the
+        entrypoint with the state (a sub-graph call: its tasks are saved, its questions pause
+        the node) and returns what it returned, the node's update."""
+
+        async def node(state: Any) -> Any:
+            return await self.ainvoke(dict(state))
+
+        node.__name__ = self.name
+        return node
+
     def __repr__(self) -> str:
         return f"<Entrypoint {self.name!r}>"
 
