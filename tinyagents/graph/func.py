@@ -104,6 +104,14 @@ class TaskFuture(Generic[T]):
     def done(self) -> bool:
         return self._future.done()
 
+    def cancel(self) -> bool:
+        """Stop the task (LangGraph's ``future.cancel()``): it saves no result, so the
+        entrypoint's next run (its resume) runs the call again."""
+        return self._future.cancel()
+
+    def cancelled(self) -> bool:
+        return self._future.cancelled()
+
     def result(self, timeout: float | None = None) -> T:
         """The task's result, waiting for it in a sync entrypoint (which runs on a thread of
         its own). On the event loop's thread (an async entrypoint) a task that has not
