@@ -6,6 +6,7 @@ calls are sub-graph calls saved with the thread. (The side-by-side ports with La
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
@@ -272,3 +273,17 @@ async def test_an_entrypoint_as_a_node_takes_the_state_and_returns_the_update(
     done = await compiled.run(Command(resume="yes"), thread_id="t")
     assert done.state == {"text": "A Cat (yes)"}
     assert calls == ["a cat"]  # the task that had finished was not run again
+
+
+def test_the_example_drafts_once_and_counts_its_reports(tmp_path: Path, run_script: Any) -> None:
+    example = Path(__file__).parents[2] / "examples" / "functional_api.py"
+    done = run_script(example, tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[1:4] == [
+        "answer: accepted",
+        "completed {'text': 'Intro: cats are great. Body: cats are great. -- signed by dana', "
+        "'report_no': 1}",
+        "drafted: ['intro', 'body']",
+    ]
+    assert lines[-1].endswith("signed by ana', 'report_no': 2}")
