@@ -181,7 +181,7 @@ async def test_misuse_is_said_plainly() -> None:
         return slow(x).result()  # an async entrypoint awaits its tasks
 
     result = await flow.run(1, thread_id="t")
-    assert result.status == "failed" and "await it" in str(result.error)
+    assert result.status == "failed" and "cannot wait" in str(result.error)
     with pytest.raises(ValueError, match="at least one parameter"):
         entrypoint()(lambda: None)
 
@@ -287,3 +287,35 @@ def test_the_example_drafts_once_and_counts_its_reports(tmp_path: Path, run_scri
         "drafted: ['intro', 'body']",
     ]
     assert lines[-1].endswith("signed by ana', 'report_no': 2}")
+
+
+async def test_a_sync_task_waits_for_the_tasks_it_calls(checkpointer: Checkpointer) -> None:
+    calls: list[str] = []
+
+    @task
+    def inner(x: int) -> int:
+        calls.append("inner")
+        return x + 1
+
+    @task
+    def outer(x: int) -> int:
+        calls.append("outer")
+        return inner(x).result() * 2  # a sync task runs on a thread of its own: it may wait
+
+    @entrypoint(checkpointer=checkpointer)
+    def flow(x: int) -> str:
+        return f"{outer(x).result()} {interrupt('ok?')}"
+
+    assert (await flow.run(1, thread_id="t")).status == "interrupted"
+    done = await flow.run(Command(resume="ok"), thread_id="t")
+    assert done.state["output"] == "4 ok" and calls == ["outer", "inner"]
+
+    async def node(state: dict[str, Any]) -> dict[str, Any]:
+        return {"n": await outer(state["n"])}  # from a graph node too
+
+    class N(TypedDict):
+        n: int
+
+    graph = StateGraph(N).add_node("n", node).add_edge(START, "n").add_edge("n", END)
+    result = await graph.compile(checkpointer=checkpointer).run({"n": 2}, thread_id="g")
+    assert result.state == {"n": 6}

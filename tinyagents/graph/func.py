@@ -85,8 +85,8 @@ _CALL: ContextVar[_EntryCall | None] = ContextVar("tinyagents_entrypoint_call", 
 
 class TaskFuture(Generic[T]):
     """The pending result of a ``@task`` call (LangGraph's ``SyncAsyncFuture``): ``await`` it
-    in an async entrypoint (or node), ``.result()`` in a sync entrypoint. An error of the task
-    is raised there; an ``interrupt()`` in it pauses the entrypoint."""
+    in an async entrypoint, task or node, ``.result()`` in a sync entrypoint or task. An error
+    of the task is raised there; an ``interrupt()`` in it pauses the entrypoint."""
 
     __slots__ = ("_future", "_name")
 
@@ -113,16 +113,16 @@ class TaskFuture(Generic[T]):
         return self._future.cancelled()
 
     def result(self, timeout: float | None = None) -> T:
-        """The task's result, waiting for it in a sync entrypoint (which runs on a thread of
-        its own). On the event loop's thread (an async entrypoint) a task that has not
+        """The task's result, waiting for it in a sync entrypoint or task (each runs on a
+        thread of its own). On the event loop's thread (async code) a task that has not
         finished cannot be waited for: ``await`` it."""
         fut = self._future
         if isinstance(fut, concurrent.futures.Future):
             return fut.result(timeout)
         if not fut.done():
             raise GraphError(
-                f"task {self._name!r} has not finished: in an async function, await it "
-                "instead of calling .result()"
+                f"task {self._name!r} has not finished, and an async function cannot wait "
+                "for it with .result(): await it"
             )
         return fut.result()
 
@@ -157,9 +157,21 @@ class Task(Generic[T]):
 
         else:
 
-            def node(state: Any) -> dict[str, Any]:  # type: ignore[misc]
+            async def node(state: Any) -> dict[str, Any]:
+                # on a thread of its own (LangGraph runs sync tasks on threads too): sync
+                # tasks run side by side, and one may wait for a task it calls (.result())
                 args, kwargs = _ARGS.get()
-                return {"output": func(*args, **kwargs)}
+                token = None
+                if _CALL.get() is None:  # called from a graph node: the loop to run on
+                    token = _CALL.set(_EntryCall(asyncio.get_running_loop()))
+                try:
+                    out = await in_own_thread(
+                        functools.partial(func, *args, **kwargs), name=f"task {self.name}"
+                    )
+                finally:
+                    if token is not None:
+                        _CALL.reset(token)
+                return {"output": out}
 
         builder = StateGraph(_TaskState).add_node(self.name, node, retry_policy=retry)
         self.graph = (
