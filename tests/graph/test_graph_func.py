@@ -93,6 +93,11 @@ async def test_tasks_that_pause_together_are_asked_together(
     assert paused.status == "interrupted"
     assert sorted(i.value for i in paused.interrupts) == ["ann", "bob"]
     assert [i.ns.split(":")[0] for i in paused.interrupts] == ["flow", "flow"]
+    # get_state shows the paused entrypoint's task calls as the states of its sub-graphs
+    state = await flow.get_state("t", subgraphs=True)
+    [paused_task] = state.tasks
+    assert paused_task.name == "flow" and len(paused_task.interrupts) == 2
+    assert [s.next for s in paused_task.states] == [("ask",), ("ask",)]
     answers = {i.id: i.value.upper() for i in paused.interrupts}
     done = await flow.run(Command(resume=answers), thread_id="t")
     assert done.status == "completed" and done.state["output"] == ["ann=ANN", "bob=BOB"]
