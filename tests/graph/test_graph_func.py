@@ -6,6 +6,8 @@ calls are sub-graph calls saved with the thread. (The side-by-side ports with La
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -324,3 +326,36 @@ async def test_a_sync_task_waits_for_the_tasks_it_calls(checkpointer: Checkpoint
     graph = StateGraph(N).add_node("n", node).add_edge(START, "n").add_edge("n", END)
     result = await graph.compile(checkpointer=checkpointer).run({"n": 2}, thread_id="g")
     assert result.state == {"n": 6}
+
+
+async def test_a_cancelled_sync_entrypoints_thread_starts_no_task(
+    checkpointer: Checkpointer,
+) -> None:
+    entered, release, finished = threading.Event(), threading.Event(), threading.Event()
+    ran: list[int] = []
+    refused: list[GraphError] = []
+
+    @task
+    def late(x: int) -> None:
+        ran.append(x)
+
+    @entrypoint(checkpointer=checkpointer)
+    def flow(x: int) -> None:
+        try:
+            entered.set()
+            release.wait()
+            try:
+                late(x)
+            except GraphError as exc:
+                refused.append(exc)
+        finally:
+            finished.set()
+
+    running = asyncio.create_task(flow.run(1, thread_id="t"))
+    await asyncio.to_thread(entered.wait)
+    running.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await running
+    release.set()  # the thread, left behind, goes on
+    await asyncio.to_thread(finished.wait)
+    assert ran == [] and "after its entrypoint's run stopped" in str(refused[0])

@@ -57,11 +57,14 @@ class _EntryCall:
     """The entrypoint call running in this context: its event loop (a sync entrypoint runs
     on a thread of its own and schedules its tasks there) and the task futures it made."""
 
-    __slots__ = ("futures", "loop")
+    __slots__ = ("ended", "futures", "loop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.futures: list[TaskFuture[Any]] = []
+        #: the node has ended: a sync entrypoint's thread left behind by a cancel (it runs on
+        #: to its end) may start no task, which would write to a run that is over
+        self.ended = False
 
     async def settle(self) -> list[Interrupt]:
         """Wait for every task the call started (a task left un-awaited still runs to its
@@ -185,6 +188,11 @@ class Task(Generic[T]):
             raise GraphError(
                 f"task {self.name!r} was called outside a running @entrypoint or graph "
                 "node: a task's result is saved with the thread of the run that calls it"
+            )
+        if entry is not None and entry.ended:
+            raise GraphError(
+                f"task {self.name!r} was called after its entrypoint's run stopped (a sync "
+                "entrypoint's thread goes on after a cancel): it is not run"
             )
         coro = self._call(scope, args, kwargs)
         future: asyncio.Future[T] | concurrent.futures.Future[T]
@@ -345,6 +353,7 @@ class entrypoint:
                 if left:  # a task never awaited paused
                     raise _merged([], left)
             finally:
+                call.ended = True
                 _CALL.reset(token)
             if isinstance(out, final):
                 return {"output": out.value, "previous": out.save}
