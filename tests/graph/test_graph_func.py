@@ -21,6 +21,7 @@ from tinyagents.graph import (
     Command,
     CompiledGraph,
     Entrypoint,
+    RetryPolicy,
     StateGraph,
     entrypoint,
     interrupt,
@@ -359,3 +360,48 @@ async def test_a_cancelled_sync_entrypoints_thread_starts_no_task(
     release.set()  # the thread, left behind, goes on
     await asyncio.to_thread(finished.wait)
     assert ran == [] and "after its entrypoint's run stopped" in str(refused[0])
+
+
+async def test_a_tasks_name_and_retry_policy(checkpointer: Checkpointer) -> None:
+    attempts: list[int] = []
+
+    @task(name="fetch", retry_policy=RetryPolicy(max_attempts=3, retry_on=ConnectionError))
+    def flaky(x: int) -> int:
+        attempts.append(x)
+        if len(attempts) < 3:
+            raise ConnectionError("try again")
+        return x
+
+    @entrypoint(checkpointer=checkpointer)
+    def flow(x: int) -> int:
+        return flaky(x).result()
+
+    items = [i async for i in flow.stream(7, thread_id="t", mode="updates", subgraphs=True)]
+    assert [(len(ns), update) for ns, update in items] == [
+        (1, {"fetch": {"output": 7}}),
+        (0, {"flow": {"output": 7, "previous": 7}}),
+    ]
+    assert attempts == [7, 7, 7]
+
+
+async def test_a_retried_entrypoint_does_not_run_its_finished_tasks_again(
+    checkpointer: Checkpointer,
+) -> None:
+    calls: list[str] = []
+
+    @task
+    def step(name: str) -> str:
+        calls.append(name)
+        return name
+
+    @entrypoint(checkpointer=checkpointer, retry_policy=RetryPolicy(retry_on=ConnectionError))
+    def flow(x: int) -> list[str]:
+        first = step("first").result()
+        if calls.count("first") == 1 and len(calls) == 1:
+            calls.append("failed")
+            raise ConnectionError("flaky")
+        return [first, step("second").result()]
+
+    result = await flow.run(1, thread_id="t")
+    assert result.state["output"] == ["first", "second"]
+    assert calls == ["first", "failed", "second"]
