@@ -15,7 +15,7 @@ from typing import Any, TypedDict
 
 import httpx
 import pytest
-from operator_server import BASE, Served, _serve, eventually
+from operator_server import BASE, IDLE_S, Served, _serve, eventually
 
 from tinyagents import RunInfo
 from tinyagents.errors import AuthError
@@ -910,3 +910,40 @@ async def test_a_keep_alive_is_sent_while_the_events_read_are_none_the_client_ma
         return False
 
     assert 15 <= await _until_keepalive(served, clock, visible=hidden) <= 16
+
+
+def closing(text: str, event: str) -> dict[str, Any]:
+    """The data of the id-less ``event`` message (``expired``, ``unavailable``) that ends a
+    stream (``parse`` skips it: it has no id)."""
+    for block in text.split("\n\n"):
+        if f"event: {event}\n" in f"{block}\n":
+            return dict(json.loads(block.split("data: ", 1)[1]))
+    raise AssertionError(f"no {event} message in {text[-300:]!r}")
+
+
+async def test_the_messages_that_end_a_stream_name_their_type_as_every_other_does(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every message's data names its ``type`` (the SSE event's name): ``stream`` and the
+    events do; ``expired`` and ``unavailable`` said only ``detail``, so a client that reads
+    the data (``onmessage``, a log of them) could not tell why its stream ended."""
+    from tinyagents.errors import StoreError
+
+    await served.start_run("acme", think_s=IDLE_S)
+    _, text = await _read_to_the_end(
+        served,
+        {"follow": "true"},
+        lambda: served.auth.mint(user="eve", tenant="acme", rights=["agent:observe"], ttl_s=2),
+    )
+    said = closing(text, "expired")
+    assert said["type"] == "expired" and "mint a new one" in said["detail"], said
+
+    async def store_down(**kw: Any) -> Any:
+        raise StoreError("the disk is gone")
+
+    monkeypatch.setattr(served.control, "read_events", store_down)
+    r = await served.client.get(
+        f"{BASE}/events", params={"follow": "false"}, headers=served.as_("alice")
+    )
+    said = closing(r.text, "unavailable")
+    assert said["type"] == "unavailable" and "the disk is gone" in said["detail"], said

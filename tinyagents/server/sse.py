@@ -23,6 +23,13 @@ the stream resumes (``after``: the id sent, or 0 when that id is none this log g
     event: stream
     data: {"type": "stream", "log": "5f0c...", "after": 1234}
 
+A stream the server ends says why in a last message without an id, whose ``type`` is its
+event's name, as every message's is: ``expired`` (the token expired) or ``unavailable``
+(the store cannot be read now)::
+
+    event: expired
+    data: {"type": "expired", "detail": "the token expired; mint a new one"}
+
 A server without a store counts from 1 again when it restarts, under another ``log``: a
 client that keeps the highest id it saw drops what it has of the old log and starts over.
 """
@@ -112,7 +119,8 @@ async def event_stream(
                 # on a fixed beat (a late poll does not push the next ask later)
                 recheck_at = max(recheck_at + recheck_s, now)
                 if not valid():
-                    detail = json.dumps({"detail": "the token expired; mint a new one"})
+                    said = {"type": "expired", "detail": "the token expired; mint a new one"}
+                    detail = json.dumps(said, separators=(",", ":"))
                     yield f"event: expired\ndata: {detail}\n\n"
                     return
             rows = await control.read_events(
@@ -149,5 +157,6 @@ async def event_stream(
     except StoreError as exc:
         # the answer has begun: say why it ends; the client's reconnect (after ``retry``, with
         # the last id it saw) goes on from there once the store answers
-        detail = json.dumps({"detail": f"the store cannot be read now: {exc}"})
+        said = {"type": "unavailable", "detail": f"the store cannot be read now: {exc}"}
+        detail = json.dumps(said, separators=(",", ":"))
         yield f"event: unavailable\ndata: {detail}\n\n"
