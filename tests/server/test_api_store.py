@@ -371,3 +371,49 @@ async def test_a_command_for_a_run_stored_with_no_run_status_is_damaged_data(
     assert foreign.json() == unknown.json()
     with sqlite3.connect(over_store.store.path) as db:  # nothing was sent
         assert db.execute("SELECT COUNT(*) FROM inbox").fetchone() == (0,)
+
+
+async def test_a_damaged_run_whose_tenant_does_not_read_is_logged_once_not_at_every_read(
+    over_store: StoreServed, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its warning was logged at every read of it: a console or a script polling the run
+    filled the log with one line a second. It is logged once a row (a bounded memory of the
+    rows warned of), and again for a row repaired, then damaged again."""
+    over_store.control.listing_wait_s = 0.0
+    await over_store.store.save_runs([snapshot("r-1"), snapshot("r-2")])
+    with sqlite3.connect(over_store.store.path) as db:
+        db.execute("UPDATE runs SET data = '{not json', tenant_id = ''")
+
+    def warned(run_id: str) -> int:
+        return sum(
+            f"'{run_id}'" in rec.getMessage() and "tenant" in rec.getMessage()
+            for rec in caplog.records
+        )
+
+    caplog.set_level(logging.WARNING)
+    for _ in range(3):
+        await _answers(over_store, over_store.alice, "r-1")
+    assert warned("r-1") == 1, caplog.text
+    r = await over_store.client.get(f"{BASE}/runs/r-2", headers=over_store.alice)
+    assert r.status_code == 404
+    assert warned("r-2") == 1 and warned("r-1") == 1, caplog.text
+    # repaired, it reads; damaged again, it is warned of again
+    await over_store.store.save_runs([snapshot("r-1")])
+    r = await over_store.client.get(f"{BASE}/runs/r-1", headers=over_store.alice)
+    assert r.status_code == 200, r.text
+    with sqlite3.connect(over_store.store.path) as db:
+        db.execute("UPDATE runs SET data = '{not json', tenant_id = '' WHERE run_id = 'r-1'")
+    for _ in range(2):
+        await over_store.client.get(f"{BASE}/runs/r-1", headers=over_store.alice)
+    assert warned("r-1") == 2, caplog.text
+
+
+def test_the_rows_warned_of_are_bounded() -> None:
+    from tinyagents.server.control import MAX_WARNED_ROWS, WarnedRows
+
+    rows = WarnedRows(limit=MAX_WARNED_ROWS)
+    assert rows.first("r-0") and not rows.first("r-0")
+    for n in range(1, MAX_WARNED_ROWS + 10):
+        assert rows.first(f"r-{n}")
+    assert len(rows) == MAX_WARNED_ROWS
+    assert rows.first("r-0")  # forgotten, the oldest: warned of again (memory stays bounded)

@@ -143,6 +143,36 @@ def _storable(text: str) -> bool:
     return True
 
 
+#: How many damaged rows ``Control`` remembers having warned of (``WarnedRows``).
+MAX_WARNED_ROWS = 1024
+
+
+class WarnedRows:
+    """The keys of the damaged rows already warned of, the ``limit`` newest: each is logged
+    once, not at every read (a console polling the run wrote a line a second), in bounded
+    memory (a key forgotten, the oldest first, is warned of again when it is next read)."""
+
+    def __init__(self, *, limit: int) -> None:
+        self.limit = limit
+        self._keys: dict[str, None] = {}  # (in the order warned of: the oldest first)
+
+    def first(self, key: str) -> bool:
+        """Whether ``key`` is not remembered; it is from now on."""
+        if key in self._keys:
+            return False
+        self._keys[key] = None
+        if len(self._keys) > self.limit:
+            del self._keys[next(iter(self._keys))]
+        return True
+
+    def forget(self, key: str) -> None:
+        """``key``'s row reads again (repaired): damaged again, it is warned of again."""
+        self._keys.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
 class Control:
     """What operators see and do, over an in-process Runtime and/or a Store (other processes).
 
@@ -183,6 +213,8 @@ class Control:
         #: The nonces used without a store to record them (``claim_nonce``).
         self._nonces = UsedNonces(limit=MAX_USED_NONCES)
         self._ids = itertools.count(1)
+        #: The damaged rows whose tenant does not read already warned of (``_stored_run``).
+        self._warned = WarnedRows(limit=MAX_WARNED_ROWS)
         if runtime is not None:
             runtime.live_runs()  # pending interrupts are known from their events on
             if store is None:
@@ -369,21 +401,25 @@ class Control:
         own tenant (and an administrator) alone: to another tenant it is None, as a run of
         that tenant is, or the error would tell it the run exists. One whose tenant does not
         read either is None to everybody (whose it is is not known), with a warning naming
-        the row to repair."""
+        the row to repair (once a row: ``WarnedRows``, not at every read of it)."""
         assert self.store is not None
         try:
-            return await self.store.load_run(run_id)
+            stored = await self.store.load_run(run_id)
         except DamagedData as exc:
             if exc.tenant_id is None:
-                _log.warning(
-                    "damaged data in the store, answered as no run (its tenant does not read "
-                    "either): %s",
-                    exc,
-                )
+                if self._warned.first(run_id):
+                    _log.warning(
+                        "damaged data in the store, answered as no run (its tenant does not "
+                        "read either): %s",
+                        exc,
+                    )
                 return None
             if tenant_id is not None and exc.tenant_id != tenant_id:
                 return None
             raise
+        if len(self._warned):  # (a run that reads: one warned of was repaired)
+            self._warned.forget(run_id)
+        return stored
 
     async def listed_run(self, run_id: str, *, tenant_id: str | None) -> dict[str, Any] | None:
         """``get_run`` for a run about to be sent a command: one that is not there is looked
