@@ -417,3 +417,45 @@ def test_the_rows_warned_of_are_bounded() -> None:
         assert rows.first(f"r-{n}")
     assert len(rows) == MAX_WARNED_ROWS
     assert rows.first("r-0")  # forgotten, the oldest: warned of again (memory stays bounded)
+
+
+@pytest.mark.parametrize(
+    "damage", ["'soon'", "''", "42", "json('[1]')", "json('{\"at\": 1}')", "'2026-13-45T99:00'"]
+)
+async def test_a_run_row_whose_updated_at_is_no_time_is_damaged_data(
+    over_store: StoreServed, damage: str
+) -> None:
+    """A snapshot's ``updated_at`` (its owner's heartbeat) was not checked: one that was no
+    time was read as "no time", so a run whose owner was gone was never ``owner_silent``
+    (shown live, and its command went into a dead owner's inbox: a 504 after the whole
+    receipt timeout). It is damage like any other: the run's tenant gets the 500
+    ``damaged_data`` naming the row on every route that reads it, never quoting the value,
+    another tenant the 404 of an unknown run, and a listing marks it."""
+    over_store.control.listing_wait_s = 0.0
+    await over_store.store.save_runs([snapshot("r-1", owner="rt-gone")])
+    with sqlite3.connect(over_store.store.path) as db:
+        db.execute(f"UPDATE runs SET data = json_set(data, '$.updated_at', {damage})")
+
+    for status, body in await _answers(over_store, over_store.alice, "r-1"):
+        assert status == 500 and body["type"] == "damaged_data", body
+        assert "r-1" in body["message"] and "soon" not in body["message"], body
+    assert await _answers(over_store, over_store.bob, "r-1") == await _answers(
+        over_store, over_store.bob, "r-none"
+    )
+    r = await over_store.client.get(f"{BASE}/runs", headers=over_store.alice)
+    (listed,) = r.json()
+    assert (
+        listed["error"]["type"] == "damaged_snapshot" and "updated_at" in listed["error"]["message"]
+    ), listed
+    with sqlite3.connect(over_store.store.path) as db:  # nothing was sent
+        assert db.execute("SELECT COUNT(*) FROM inbox").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("at", [None, "2026-12-01T00:00:00", "2026-12-01T00:00:00+02:00"])
+async def test_a_run_row_whose_updated_at_is_a_time_or_none_reads(
+    over_store: StoreServed, at: str | None
+) -> None:
+    # no time (null), a time without a zone (read as UTC) and one with a zone are times
+    await over_store.store.save_runs([{**snapshot("r-1", status="completed"), "updated_at": at}])
+    r = await over_store.client.get(f"{BASE}/runs/r-1", headers=over_store.alice)
+    assert r.status_code == 200 and r.json()["updated_at"] == at, r.text

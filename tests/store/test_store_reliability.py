@@ -383,7 +383,7 @@ async def test_two_processes_on_one_file_read_and_write_at_once_without_lock_err
 
     def snapshot(run_id: str) -> dict[str, object]:
         info = RunInfo(run_id=run_id, tenant_id="acme")
-        return {**info.snapshot(), "updated_at": 0.0}
+        return {**info.snapshot(), "updated_at": "1970-01-01T00:00:00+00:00"}
 
     async def reads() -> None:
         for _ in range(60):
