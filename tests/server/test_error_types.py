@@ -73,6 +73,9 @@ KINDS = [
      {"content": b"{}", "headers": {**JSON, "Content-Encoding": "gzip"}}, None, 415,
      "unsupported_media_type"),
     ("no message", "POST", "/steer", "alice", {"json": {}}, None, 422, "invalid_request"),
+    ("not a JSON type", "POST", "/steer", "alice",
+     {"content": b'{"message": "a"}', "headers": {"Content-Type": "text/plain"}}, None, 415,
+     "unsupported_media_type"),
     ("a bug", "GET", "", "alice", {}, ("get_run", _broken), 500, "internal_error"),
     ("store down", "GET", "", "alice", {}, ("get_run", _store_down), 503, "unavailable"),
     # a retry cannot help: the data is damaged, the service is not unavailable

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from operator_server import BASE, Served, _serve, eventually
+from operator_server import BASE, IDLE_S, Served, _serve, eventually
 from services import drop_pg_schemas, pg_schema, postgres_dsn
 from test_api import call, run_paths, unchanged
 
@@ -49,8 +49,8 @@ BAD_BODIES: list[tuple[str, bytes, str, int | tuple[int, ...]]] = [
     ("commands", b"null", "application/json", 422),
     ("pause", b"[1]", "application/json", 422),
     ("pause", b"{", "application/json", 400),
-    ("pause", b"hello", "text/plain", 422),
-    ("steer", b'{"message": "x"}', "text/plain", 422),
+    ("pause", b"hello", "text/plain", 415),
+    ("steer", b'{"message": "x"}', "text/plain", 415),
     ("steer", b'{"message": "\xff\xfe"}', "application/json", 400),
     # UTF-16 and UTF-32 (which json.loads of bytes reads) are not UTF-8 either: they were taken
     ("steer", '{"message": "x"}'.encode("utf-16"), "application/json", 400),
@@ -79,9 +79,9 @@ BAD_BODIES: list[tuple[str, bytes, str, int | tuple[int, ...]]] = [
     ("commands", b'{"kind": "approve", "payload": {"x": [' + b"0," * 1_200_000 + b"0]}}", "application/json", 422),
     ("commands", b"[" * 200_000, "application/json", 400),
     ("commands", b"", "application/json", 422),
-    ("commands", b'{"kind": "pause"}', "application/x-www-form-urlencoded", 422),
-    ("commands", b'--x\r\nContent-Disposition: form-data; name="kind"\r\n\r\npause\r\n--x--\r\n', "multipart/form-data; boundary=x", 422),
-    ("commands", b'{"kind": "pause"}', "text/json", 422),
+    ("commands", b'{"kind": "pause"}', "application/x-www-form-urlencoded", 415),
+    ("commands", b'--x\r\nContent-Disposition: form-data; name="kind"\r\n\r\npause\r\n--x--\r\n', "multipart/form-data; boundary=x", 415),
+    ("commands", b'{"kind": "pause"}', "text/json", 415),
 ]  # fmt: skip
 
 
@@ -947,16 +947,57 @@ async def test_a_compressed_body_is_a_415_not_a_body_that_is_not_utf8(
 async def test_json_sent_without_a_json_content_type_is_told_so(
     served: Served, ctype: str | None, endpoint: str
 ) -> None:
-    """``curl -d '{...}'`` sends a form content type: the 422 names the header to send, not
-    only "Input should be a valid dictionary"."""
+    """``curl -d '{...}'`` sends a form content type: the answer names the header to send,
+    not only "Input should be a valid dictionary". It is a 415 ``unsupported_media_type``
+    (the body's type is what is refused, as HTTP has it), with ``Accept`` naming the type
+    taken: it was a 422 ``invalid_request``, as if the JSON had been read and found wrong.
+    A body with no Content-Type is not guessed at: it is the same 415."""
     run = await served.start_run("acme")
     content = b'{"kind": "pause", "message": "x"}' if endpoint != "pause" else b'{"reason": "x"}'
     headers = {} if ctype is None else {"content-type": ctype}
     path = f"{BASE}/runs/{run.run_id}/{endpoint}"
     r = await raw(served, "alice", "POST", path, content=content, headers=headers)
-    body = problem(r, 422)
+    body = problem(r, 415)
+    assert body["type"] == "unsupported_media_type", body
     assert "Content-Type: application/json" in body["message"], body
+    assert r.headers["accept"] == "application/json", r.headers
     await unchanged(served, run)
+    # the same without a valid token is the 401, as a 400 or a 413 is
+    r = await served.client.post(path, content=content, headers=headers)
+    problem(r, 401)
+
+
+@pytest.mark.parametrize(
+    "ctype",
+    [
+        "application/json",
+        "application/json; charset=utf-8",
+        "Application/JSON;charset=UTF-8",
+        "application/merge-patch+json",
+        "application/vnd.tinyagents+json; charset=utf-8",
+    ],
+)
+async def test_a_json_content_type_with_parameters_or_a_json_suffix_is_taken(
+    served: Served, ctype: str
+) -> None:
+    run = await served.start_run("acme", think_s=IDLE_S)
+    path = f"{BASE}/runs/{run.run_id}/commands"
+    r = await raw(
+        served, "alice", "POST", path, content=b'{"kind": "pause"}', headers={"content-type": ctype}
+    )
+    assert r.status_code == 200 and r.json()["status"] == "accepted", r.text
+
+
+@pytest.mark.parametrize("ctype", [None, "text/plain"])
+async def test_a_command_sent_with_no_body_is_taken_whatever_its_content_type(
+    served: Served, ctype: str | None
+) -> None:
+    # no body, no media type to refuse: ``curl -X POST .../pause`` (and with -H) pauses
+    run = await served.start_run("acme", think_s=IDLE_S)
+    headers = {} if ctype is None else {"content-type": ctype}
+    path = f"{BASE}/runs/{run.run_id}/pause"
+    r = await raw(served, "alice", "POST", path, content=b"", headers=headers)
+    assert r.status_code == 200 and r.json()["status"] == "accepted", r.text
 
 
 async def test_a_raw_path_with_dot_segments_is_a_json_404(served: Served) -> None:

@@ -912,6 +912,17 @@ def _validation_message(errors: Iterable[dict[str, Any]], content_type: str | No
     )
 
 
+def _not_json(content_type: str | None) -> Problem:
+    """The 415 of a body whose ``Content-Type`` names no JSON type (or that has none: a body
+    is not guessed at), with ``Accept`` naming the type taken (RFC 9110, 15.5.16)."""
+    sent = f"this request's is {content_type[:80]!r}" if content_type else "this request has none"
+    return Problem(
+        415,
+        f"body: send it as JSON, with Content-Type: application/json ({sent})",
+        headers={"Accept": "application/json"},
+    )
+
+
 def _is_json_type(content_type: str | None) -> bool:
     """Whether FastAPI reads a body of this Content-Type as JSON (application/json or
     application/...+json, whatever its parameters)."""
@@ -1340,6 +1351,10 @@ def create_app(
             why = (syntax.get("ctx") or {}).get("error", "")
             message = f"the body is not valid JSON (at character {where}): {why}"
             return JSONResponse(error_body(400, message), status_code=400)
+        if isinstance(exc.body, bytes) and exc.body:
+            # a body FastAPI did not read as JSON: its Content-Type names no JSON (or it has
+            # none), so it is the body's media type that is refused, not what it says
+            return await _problem(request, _not_json(request.headers.get("content-type")))
         found = exc.errors()
         errors = [  # at most MAX_PROBLEMS, each name cut short: never the request echoed back
             {
@@ -1502,7 +1517,10 @@ def create_app(
         400: error(unreadable),
         403: error("the token may see the run but not send it this command"),
         413: error("the body is larger than the server takes"),
-        415: error("the body is compressed (Content-Encoding): send it uncompressed"),
+        415: error(
+            "unsupported_media_type: the body is compressed (Content-Encoding), or its "
+            "Content-Type names no JSON (or it has none): send it as application/json"
+        ),
         422: error("the body is invalid"),
         503: error("the runtime or its store cannot take commands now"),
         504: error("the run's owner did not answer in time (may still apply it)"),
@@ -1924,7 +1942,10 @@ def create_app(
             403: error("the token may not observe runs (no agent:observe right)"),
             404: error("no such run, or not one this token may see"),
             413: error("the body is larger than the server takes"),
-            415: error("the body is compressed (Content-Encoding): send it uncompressed"),
+            415: error(
+                "unsupported_media_type: the body is compressed (Content-Encoding), or its "
+                "Content-Type names no JSON (or it has none): send it as application/json"
+            ),
             422: error("the body is invalid, or root_run_id names no root"),
         },
         summary="A ticket that opens one event stream, once",
