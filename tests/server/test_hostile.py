@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from operator_server import BASE, IDLE_S, Served, _serve, eventually
+from operator_server import BASE, IDLE_S, Served, _serve, busy_agent, eventually
 from services import drop_pg_schemas, pg_schema, postgres_dsn
 from test_api import call, run_paths, unchanged
 
@@ -1395,3 +1395,23 @@ async def test_a_token_whose_user_breaks_the_id_rule_is_a_401_saying_so(
         message = problem(r, 401)["message"]
         assert "user" in message and "mint another token" in message, message
     await unchanged(served, run)
+
+
+@pytest.mark.parametrize("sep", ["\u2028", "\u2029"])
+async def test_an_id_holding_a_line_or_paragraph_separator_is_no_run_s(
+    served: Served, sep: str
+) -> None:
+    """The id rule refuses U+2028 and U+2029 as it refuses a newline (a run cannot be given
+    such an id): in the path it is the unknown run's 404, in the query the 422 of an id that
+    breaks the rule."""
+    from urllib.parse import quote
+
+    from tinyagents.errors import InvalidIdError
+
+    with pytest.raises(InvalidIdError, match="paragraph separator"):
+        await served.runtime.start(busy_agent("x"), "work", run_id=f"r{sep}1", tenant_id="acme")
+    unknown = await raw(served, "alice", "GET", f"{BASE}/runs/r-none")
+    r = await raw(served, "alice", "GET", f"{BASE}/runs/{quote(f'r{sep}1')}")
+    assert unknown.status_code == 404 and (r.status_code, r.json()) == (404, unknown.json())
+    r = await raw(served, "alice", "GET", f"{BASE}/runs", params={"root_run_id": f"r{sep}1"})
+    assert problem(r, 422)["type"] == "invalid_request"

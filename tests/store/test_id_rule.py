@@ -1,5 +1,6 @@
 """One id rule for every backend: an id is non-empty, at most ``MAX_ID_LENGTH`` characters and
-holds no control character (NUL among them). An id the rule refuses is refused where it enters
+holds no control character (NUL among them) and no line or paragraph separator (U+2028,
+U+2029). An id the rule refuses is refused where it enters
 (a run, a thread, a command's target, actor or checkpoint), with a typed error, before any
 store sees it; the longest ids it allows (in four-byte UTF-8 characters) are stored and read
 back by every backend, PostgreSQL's btree indexes included (which refuse ~2.7 KB a row)."""
@@ -30,6 +31,9 @@ REFUSED = [
     pytest.param("a\nb", id="newline"),
     pytest.param("a\x7fb", id="del"),
     pytest.param("a\x85b", id="c1-control"),
+    # a line or paragraph separator: JavaScript and many log readers break a line at it
+    pytest.param("a\u2028b", id="line-separator"),
+    pytest.param("a\u2029b", id="paragraph-separator"),
 ]
 
 

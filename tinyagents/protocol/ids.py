@@ -2,7 +2,9 @@
 
 An id (of a run, its root and parent, a thread, a tenant, a graph task; in a command's target
 and actor; a checkpoint id) is non-empty text of at most ``MAX_ID_LENGTH`` characters with no
-control character (U+0000-U+001F, U+007F-U+009F: NUL among them) and no lone surrogate. The
+control character (U+0000-U+001F, U+007F-U+009F: NUL among them), no line or paragraph
+separator (U+2028, U+2029: JavaScript, the console's log views and many log readers break a
+line at them, as at a newline) and no lone surrogate. The
 bound is what fits PostgreSQL's btree indexes (about 2.7 KB a row) for every index that holds
 two ids at four UTF-8 bytes a character; the memory and SQLite stores took longer ids, and the
 same id then failed deep inside PostgreSQL. It is checked where an id enters: pydantic
@@ -19,13 +21,14 @@ from pydantic import StringConstraints
 
 #: The longest id, in characters (``len``).
 MAX_ID_LENGTH = 256
-#: What an id may hold, as a pattern (no control character).
-ID_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*$"
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+#: What an id may hold, as a pattern (no control character, no line or paragraph separator;
+#: ``\uXXXX`` reads alike in Python's ``re``, pydantic's core and JSON Schema's ECMA regex).
+ID_PATTERN = r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]*$"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 #: What an id problem says (the pattern would say only that it did not match).
 CONTROL_PROBLEM = (
-    "holds a control character (U+0000-U+001F or U+007F-U+009F, NUL among them); "
-    "an id is printable text"
+    "holds a control character (U+0000-U+001F or U+007F-U+009F, NUL among them) or a line "
+    "or paragraph separator (U+2028, U+2029); an id is printable text"
 )
 
 #: An id field of a protocol model, checked by pydantic's core.
