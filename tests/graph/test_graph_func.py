@@ -51,7 +51,7 @@ async def test_an_entrypoint_is_a_compiled_graph_of_one_node(checkpointer: Check
     assert result.status == "completed"
     assert result.state == {"input": 1, "output": {"sum": 13}, "previous": {"sum": 13}}
     state = await flow.get_state("t", subgraphs=True)
-    assert state.values["output"] == {"sum": 13} and state.next == ()
+    assert state.values == {"sum": 13} and state.next == ()  # LangGraph's: the return value
     # the thread's own checkpoints are a graph's: its input, the step applying it, the node's
     assert [h.source for h in await flow.history("t")] == ["loop", "loop", "input"]
     assert calls == [1, 10]
@@ -67,14 +67,42 @@ async def test_a_stream_yields_the_entrypoints_update(checkpointer: Checkpointer
         return await shout(text)
 
     items = [item async for item in flow.stream("hi", thread_id="t", mode="updates")]
-    assert items == [{"flow": {"output": "HI", "previous": "HI"}}]
+    assert items == [{"shout": "HI"}, {"flow": "HI"}]  # LangGraph's: the task's, the node's
     nested = [
         item async for item in flow.stream("yo", thread_id="t", mode="updates", subgraphs=True)
     ]
-    assert [(ns[0].split(":")[0] if ns else "", upd) for ns, upd in nested] == [
-        ("flow", {"shout": {"output": "YO"}}),
-        ("", {"flow": {"output": "YO", "previous": "YO"}}),
-    ]
+    assert nested == [((), {"shout": "YO"}), ((), {"flow": "YO"})]
+    # the task call's own values stay in its namespace (LangGraph's task shows none)
+    both = [i async for i in flow.stream("ho", thread_id="t", mode=["values"], subgraphs=True)]
+    assert [(len(ns), payload) for ns, _, payload in both] == [(1, {"output": "HO"}), (0, "HO")]
+    # the other modes are as for any graph
+    assert [i async for i in flow.stream("x", thread_id="t", mode="tasks")][-1]["result"] == {
+        "output": "X",
+        "previous": "X",
+    }
+
+
+async def test_an_entrypoints_stream_with_a_runtime_and_one_left_early(
+    checkpointer: Checkpointer,
+) -> None:
+    # the stream with runtime= is translated too; one left after its first item lets go of
+    # the thread (the next run of it does not wait)
+    @task
+    async def shout(text: str) -> str:
+        return text.upper()
+
+    @entrypoint(checkpointer=checkpointer)
+    async def flow(text: str) -> str:
+        return await shout(text) + "!"
+
+    async with Runtime(testing=True) as rt:
+        items = [i async for i in flow.stream("a", thread_id="t", mode="updates", runtime=rt)]
+    assert items == [{"shout": "A"}, {"flow": "A!"}]
+    async for item in flow.stream("b", thread_id="t", mode=["updates", "values"]):
+        assert item == ("updates", {"shout": "B"})
+        break
+    assert await asyncio.wait_for(flow.ainvoke("c", thread_id="t"), 30) == "C!"
+    assert (await flow.get_state("t")).values == "C!"
 
 
 async def test_tasks_that_pause_together_are_asked_together(
@@ -377,10 +405,7 @@ async def test_a_tasks_name_and_retry_policy(checkpointer: Checkpointer) -> None
         return flaky(x).result()
 
     items = [i async for i in flow.stream(7, thread_id="t", mode="updates", subgraphs=True)]
-    assert [(len(ns), update) for ns, update in items] == [
-        (1, {"fetch": {"output": 7}}),
-        (0, {"flow": {"output": 7, "previous": 7}}),
-    ]
+    assert items == [((), {"fetch": 7}), ((), {"flow": 7})]
     assert attempts == [7, 7, 7]
 
 

@@ -4,7 +4,8 @@ program on LangGraph and on ``tinyagents.graph``, compared, as in ``test_langgra
 ``libs/langgraph/tests/test_pregel.py`` / ``test_pregel_async.py``).
 
 LangGraph runs on its ``InMemorySaver``; ours on every checkpointer backend (the
-``checkpointer`` fixture). Both are called with ``ainvoke(input, config)``.
+``checkpointer`` fixture). Both are called with ``ainvoke(input, config)``, and streamed
+(``astream`` / ``stream``) and read (``aget_state`` / ``get_state``) where their views are compared.
 """
 
 from __future__ import annotations
@@ -358,3 +359,109 @@ async def test_tasks_with_several_arguments_chained(checkpointer: Checkpointer) 
     # under their calls' namespaces here)
     outs, _ = await both(chained_graph, checkpointer, [{"a": "0"}])
     assert outs == [{"a": "0foobarbaz", "c": "something else"}]
+
+
+def plain(item: Any) -> Any:
+    """A stream item (or a pair, or a namespaced one) with each ``Interrupt`` as its value,
+    the same for both libraries."""
+    if isinstance(item, tuple):
+        return tuple(plain(i) for i in item)
+    if isinstance(item, dict) and "__interrupt__" in item:
+        return {**item, "__interrupt__": [i.value for i in item["__interrupt__"]]}
+    return item
+
+
+async def streamed(graph: Any, item: Any, thread: str, **kw: Any) -> list[Any]:
+    """``graph.astream(item, config, stream_mode=...)`` (LangGraph's) or ``graph.stream(item,
+    thread_id=..., mode=...)`` (ours), its items listed."""
+    if hasattr(graph, "astream"):
+        kw["stream_mode"] = kw.pop("mode")
+        return [plain(i) async for i in graph.astream(item, cfg(thread), **kw)]
+    return [plain(i) async for i in graph.stream(item, thread_id=thread, **kw)]
+
+
+async def state_values(graph: Any, thread: str) -> tuple[Any, list[Any]]:
+    """The thread's head values and its history's values, newest first (a value repeated by
+    consecutive checkpoints once: ours has a checkpoint of its own for the input step)."""
+    if hasattr(graph, "aget_state"):
+        head = (await graph.aget_state(cfg(thread))).values
+        listed = [s.values async for s in graph.aget_state_history(cfg(thread))]
+    else:
+        head = (await graph.get_state(thread)).values
+        listed = [
+            (await graph.get_state(thread, info.checkpoint_id)).values
+            for info in await graph.history(thread)
+        ]
+    return head, [v for i, v in enumerate(listed) if i == 0 or listed[i - 1] != v]
+
+
+def asking_graph(g: Any, cp: Any, calls: list[Any]) -> Any:
+    @g.task
+    def foo(x: int) -> int:
+        calls.append(x)
+        return x + 1
+
+    @g.entrypoint(checkpointer=cp)
+    def wf(x: int) -> dict[str, Any]:
+        a = foo(x).result()
+        return {"a": a, "v": g.interrupt("q")}
+
+    return wf
+
+
+def final_graph(g: Any, cp: Any, calls: list[Any]) -> Any:
+    @g.task
+    async def times_ten(x: int) -> int:
+        calls.append(x)
+        return x * 10
+
+    @g.entrypoint(checkpointer=cp)
+    async def awf(x: int, previous: Any = None) -> Any:
+        a = await times_ten(x)
+        return g.entrypoint.final(value=a, save=[a, previous])
+
+    return awf
+
+
+@pytest.mark.parametrize(
+    "mode", ["values", "updates", ["values", "updates"], ["updates", "custom"]]
+)
+@pytest.mark.parametrize("build", [asking_graph, final_graph])
+async def test_an_entrypoints_stream_and_state_are_its_return_values(
+    checkpointer: Checkpointer, build: Any, mode: Any
+) -> None:
+    # LangGraph's entrypoint state is its return value (entrypoint.final's value): the
+    # "values" items and get_state().values are it, the "updates" items {name: value}, a task
+    # call's result {task: result}, an interrupt {"__interrupt__": (...)}
+    seen = []
+    for g, cp in ((OURS, checkpointer), (THEIRS, lg_memory.InMemorySaver())):
+        graph = build(g, cp, [])
+        first = await streamed(graph, 1, "s", mode=mode)
+        second_input = g.Command(resume="R") if build is asking_graph else 2
+        second = await streamed(graph, second_input, "s", mode=mode)
+        seen.append((first, second, await state_values(graph, "s")))
+    assert seen[0] == seen[1]
+
+
+async def test_an_entrypoints_stream_with_subgraphs_shows_task_updates_at_its_top(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph's tasks write in the entrypoint's own Pregel: with subgraphs=True their
+    # updates are led by the top's namespace, ()
+    seen = []
+    for g, cp in ((OURS, checkpointer), (THEIRS, lg_memory.InMemorySaver())):
+        graph = final_graph(g, cp, [])
+        seen.append(await streamed(graph, 1, "s", mode="updates", subgraphs=True))
+    assert seen[0] == seen[1] == [((), {"times_ten": 10}), ((), {"awf": 10})]
+
+
+async def test_an_entrypoints_state_while_it_waits_is_its_last_return_value(
+    checkpointer: Checkpointer,
+) -> None:
+    # get_state of a paused first run: None (nothing returned yet), as LangGraph's
+    seen = []
+    for g, cp in ((OURS, checkpointer), (THEIRS, lg_memory.InMemorySaver())):
+        graph = asking_graph(g, cp, [])
+        await ainvoke(graph, 1)
+        seen.append(await state_values(graph, "1"))
+    assert seen[0] == seen[1] == (None, [None])

@@ -18,9 +18,16 @@ import asyncio
 import concurrent.futures
 import functools
 import inspect
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Generator,
+    Iterable,
+    Sequence,
+)
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic, TypedDict, TypeVar
 
 from tinyagents._threads import in_own_thread
@@ -30,7 +37,8 @@ from tinyagents.graph._context import NodeInterrupt, enclosing_scope
 from tinyagents.graph.builder import StateGraph
 from tinyagents.graph.compiled import CompiledGraph
 from tinyagents.graph.interrupts import Interrupt
-from tinyagents.graph.types import END, START, RetryPolicy
+from tinyagents.graph.stream import Reader, parse_modes
+from tinyagents.graph.types import END, START, Command, RetryPolicy, StateSnapshot
 from tinyagents.store.checkpoint.base import Checkpointer
 
 T = TypeVar("T")
@@ -84,6 +92,10 @@ class _EntryCall:
 
 
 _CALL: ContextVar[_EntryCall | None] = ContextVar("tinyagents_entrypoint_call", default=None)
+
+#: The names of the ``@task`` functions made so far: an entrypoint's stream shows a task
+#: call's update (``{name: {"output": result}}`` in the call's namespace) as ``{name: result}``
+_TASK_NAMES: set[str] = set()
 
 
 class TaskFuture(Generic[T]):
@@ -176,6 +188,7 @@ class Task(Generic[T]):
                         _CALL.reset(token)
                 return {"output": out}
 
+        _TASK_NAMES.add(self.name)
         builder = StateGraph(_TaskState).add_node(self.name, node, retry_policy=retry)
         self.graph = (
             builder.add_edge(START, self.name).add_edge(self.name, END).compile(name=self.name)
@@ -270,6 +283,73 @@ class Entrypoint(CompiledGraph):
         """``ainvoke`` for code without an event loop (as ``run_sync`` is ``run``'s)."""
         SyncInAsyncError.refuse_inside_a_loop(f"entrypoint {self.name!r}", "await .ainvoke()")
         return asyncio.run(self.ainvoke(input, config, thread_id=thread_id))
+
+    async def get_state(
+        self, thread_id: str, checkpoint_id: str | None = None, *, subgraphs: bool = False
+    ) -> StateSnapshot:
+        """As ``CompiledGraph.get_state``, its ``values`` LangGraph's: what the function last
+        returned (``final.value``), None before it first returned."""
+        snap = await super().get_state(thread_id, checkpoint_id, subgraphs=subgraphs)
+        returned: Any = snap.values.get("output")  # any value, where a graph's is a dict
+        return replace(snap, values=returned)
+
+    def stream(
+        self,
+        input: Any = None,
+        *,
+        mode: str | Iterable[str] = "values",
+        subgraphs: bool = False,
+        **kwargs: Any,
+    ) -> AsyncIterator[Any]:
+        """As ``CompiledGraph.stream``, its ``values`` and ``updates`` items LangGraph's: a
+        ``values`` item is the return value (the state before the first step only when the
+        run resumes or continues: ``Command``, None), an ``updates`` item ``{name: return
+        value}``, and each task call's ``{task: result}`` (at the top, ``()`` with
+        ``subgraphs=True``); ``{"__interrupt__": (...)}`` when it pauses, in both."""
+        modes, single = parse_modes(mode)
+        if "values" not in modes and "updates" not in modes:
+            return super().stream(input, mode=mode, subgraphs=subgraphs, **kwargs)
+        # every item with its mode and namespace: a task call's update is a sub-graph's
+        items = super().stream(input, mode=modes, subgraphs=True, **kwargs)
+        began = input is None or isinstance(input, Command)
+        if isinstance(items, Reader):  # translated inside it: a reader dropped after a
+            # ``break`` still tells the checkpointer that it lets go of the thread
+            items.items = self._translated(items.items, single, subgraphs, began)
+            return items
+        return self._translated(items, single, subgraphs, began)
+
+    async def _translated(
+        self, items: AsyncIterator[Any], single: bool, subgraphs: bool, began: bool
+    ) -> AsyncGenerator[Any, None]:
+        try:
+            async for ns, mode, payload in items:
+                if ns:
+                    task_update = _task_update(payload) if mode == "updates" else None
+                    if task_update is not None:
+                        ns, payload = (), task_update
+                    elif not subgraphs:
+                        continue
+                elif mode == "values":
+                    if not began:  # the state before the first step: LangGraph shows none
+                        began = True
+                        continue
+                    if "__interrupt__" in payload:
+                        payload = {"__interrupt__": payload["__interrupt__"]}
+                    else:
+                        payload = payload.get("output")
+                elif mode == "updates":
+                    payload = {
+                        k: v["output"] if isinstance(v, dict) and "output" in v else v
+                        for k, v in payload.items()
+                    }
+                if subgraphs:
+                    yield (ns, payload) if single else (ns, mode, payload)
+                else:
+                    yield payload if single else (mode, payload)
+        finally:
+            close = getattr(items, "aclose", None)
+            if close is not None:
+                await close()
 
     def _as_node(self) -> Any:
         """As a node of a ``StateGraph`` (LangGraph's way): a function node that calls the
@@ -366,6 +446,16 @@ class entrypoint:
         made = builder.compile(checkpointer=self.checkpointer, name=self.name or node_name)
         assert isinstance(made, Entrypoint)
         return made
+
+
+def _task_update(payload: Any) -> dict[str, Any] | None:
+    """A task call's update (``{name: {"output": result}}``) as ``{name: result}``; None
+    for any other."""
+    if isinstance(payload, dict) and len(payload) == 1:
+        ((name, writes),) = payload.items()
+        if name in _TASK_NAMES and isinstance(writes, dict) and writes.keys() == {"output"}:
+            return {name: writes["output"]}
+    return None
 
 
 def _merged(first: list[Interrupt], more: list[Interrupt]) -> NodeInterrupt:

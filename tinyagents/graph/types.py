@@ -286,7 +286,8 @@ class TaskState(Record):
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class StateSnapshot(Record):
     """A thread's state at one checkpoint, as ``graph.get_state`` returns it; ``ns`` is the
-    namespace of a sub-graph's state (``""`` for the graph's own)."""
+    namespace of a sub-graph's state (``""`` for the graph's own). An ``Entrypoint``'s
+    ``values`` is its function's return value, any value (LangGraph's)."""
 
     values: dict[str, Any]
     next: tuple[str, ...]
