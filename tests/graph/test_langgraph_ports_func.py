@@ -480,3 +480,17 @@ async def test_the_stream_of_tasks_calling_tasks_and_an_entrypoint_inside(
         second = await streamed(graph, g.Command(resume="answer"), "s", mode=mode)
         seen.append((sorted(first, key=repr), second))
     assert seen[0] == seen[1]
+
+
+@pytest.mark.parametrize("mode", ["values", "updates", ["values", "updates"]])
+async def test_the_stream_of_an_interrupt_inside_a_task(
+    checkpointer: Checkpointer, mode: Any
+) -> None:
+    # test_interrupt_task_functional's stream: the task's question shows once, at the top
+    seen = []
+    for g, cp in ((OURS, checkpointer), (THEIRS, lg_memory.InMemorySaver())):
+        graph = foo_bar_graph(g, cp, [])
+        first = await streamed(graph, {"a": ""}, "s", mode=mode)
+        second = await streamed(graph, g.Command(resume="bar"), "s", mode=mode)
+        seen.append((first, second, await state_values(graph, "s")))
+    assert seen[0] == seen[1]
