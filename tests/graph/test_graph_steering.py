@@ -11,7 +11,16 @@ from graphkit import LogState, logger
 
 from tinyagents import Agent, Runtime
 from tinyagents.errors import ThreadBusy
-from tinyagents.graph import END, START, AgentNode, Command, Send, StateGraph, interrupt
+from tinyagents.graph import (
+    END,
+    START,
+    AgentNode,
+    Command,
+    NodeContext,
+    Send,
+    StateGraph,
+    interrupt,
+)
 from tinyagents.graph.recovery import applied_by_steering
 from tinyagents.protocol import (
     SteeringActor,
@@ -882,18 +891,28 @@ async def test_a_task_command_to_a_foreground_run_resting_in_a_persistent_sub_gr
     recorder.assert_every_command_terminal()
 
 
-def nested_reviewed(gate: asyncio.Event | None = None) -> Any:
-    """START → outer (a per-call sub-graph) whose node ``mid`` runs a ``checkpointer=True``
-    sub-graph whose ``review`` asks "ok?" (once ``gate`` is set): the question's namespace,
-    ``"outer|mid"``, names neither enclosing task."""
+def nested_reviewed(
+    gate: asyncio.Event | None = None,
+    persistent: bool | None = True,
+    asking: list[NodeContext] | None = None,
+    entered: asyncio.Event | None = None,
+) -> Any:
+    """START → outer (a per-call sub-graph) whose node ``mid`` runs a sub-graph (compiled with
+    ``checkpointer=persistent``) whose ``review`` asks "ok?" (once ``gate`` is set; it puts
+    its context in ``asking`` and sets ``entered`` first): with ``checkpointer=True`` the
+    question's namespace, ``"outer|mid"``, names neither enclosing task."""
 
-    async def review(state: Any) -> dict[str, Any]:
+    async def review(state: Any, ctx: NodeContext) -> dict[str, Any]:
+        if asking is not None:
+            asking.append(ctx)
+        if entered is not None:
+            entered.set()
         if gate is not None:
             await gate.wait()
         return {"log": [f"review:{interrupt('ok?')['approved']}"]}
 
     inner = StateGraph(LogState).add_node("review", review).add_edge(START, "review")
-    mid = inner.add_edge("review", END).compile(checkpointer=True)
+    mid = inner.add_edge("review", END).compile(checkpointer=persistent)
     outer = StateGraph(LogState).add_node("mid", mid).add_edge(START, "mid").compile()
     graph = StateGraph(LogState).add_node("outer", outer).add_edge(START, "outer")
     return graph.add_edge("outer", END).compile(checkpointer=MemoryCheckpointer())
@@ -906,6 +925,50 @@ async def _enclosing_tasks(graph: Any, thread_id: str) -> tuple[str, str]:
     [mid] = outer.state.tasks
     assert (outer.name, mid.name) == ("outer", "mid")
     return outer.id, mid.id
+
+
+@pytest.mark.parametrize("persistent", [True, None])
+@pytest.mark.parametrize("level", ["enclosing", "own"])
+@pytest.mark.parametrize("kind", [SteeringKind.APPROVE, SteeringKind.PROVIDE_CONTEXT])
+async def test_an_answer_to_a_nested_task_sent_while_it_runs_lands_on_its_question(
+    rt: Runtime,
+    waiter: EventWaiter,
+    recorder: EventRecorder,
+    persistent: bool | None,
+    level: str,
+    kind: SteeringKind,
+) -> None:
+    """parent → outer (per-call) → mid (per-call or ``checkpointer=True``) → review, which is
+    running (held by a gate) when the answer to ``mid``'s task or to its own is sent: the
+    check at submit knew only the top-level tasks and the questions asked, so the answer was
+    refused ("not pending"), for a per-call sub-graph too. A task running at any level of
+    the run is known now: the answer is accepted, and lands on the question asked."""
+    gate, entered, asking = asyncio.Event(), asyncio.Event(), []
+    graph = nested_reviewed(gate, persistent, asking, entered)
+    handle = await rt.start_graph(graph, {}, thread_id="t")
+    await asyncio.wait_for(entered.wait(), 60)
+    _, mid = await _enclosing_tasks(graph, "t")
+    [review] = asking
+    task = {"enclosing": mid, "own": review.task_id}[level]
+    payload = {"value": {"approved": True}} if kind is SteeringKind.PROVIDE_CONTEXT else {}
+    answer = command(SteeringTarget.graph_task(handle.run_id, task), kind, payload)
+    stray = command(SteeringTarget.graph_task(handle.run_id, "t-none"), kind, payload)
+    refused = await rt.submit(stray)  # a task running nowhere in the run still is not
+    assert refused.status == "rejected" and "is not pending" in (refused.reason or "")
+    receipt = await rt.submit(answer)
+    assert receipt.status == "accepted", receipt.reason
+    assert handle.status is RunStatus.RUNNING  # sent while the task runs, not at rest
+    gate.set()
+    applied = await waiter.event("steering.applied", correlation_id=answer.correlation_id)
+    [question] = [
+        e for e in recorder.events if e.type == "graph.interrupt" and e.offset < applied.offset
+    ]
+    assert (question.data["ns"] == "outer|mid") is bool(persistent)
+    assert applied.affected["interrupt_id"] == question.data["interrupt_id"]
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED
+    assert result.output["log"] == ["review:True"]
+    recorder.assert_every_command_terminal()
 
 
 @pytest.mark.parametrize("level", ["top", "enclosing", "own"])

@@ -34,7 +34,7 @@ from tinyagents.graph.lowering import (
     RESUME_KINDS,
     GraphSteering,
     never_applied,
-    node_of_task,
+    node_of_answered_task,
     pending_interrupts,
     unanswerable_at_rest,
     undeliverable,
@@ -136,7 +136,8 @@ class GraphCommandCheck(CheckPolicy):
         if isinstance(target, GraphNodeTarget):
             node = target.node
         elif isinstance(target, GraphTaskTarget):
-            node = node_of_task(self.run, target.task_id) if self.run is not None else None
+            run = self.run
+            node = None if run is None else node_of_answered_task(run, target.task_id, cmd.kind)
             if node is None:  # not pending (the router says so): nothing to judge here
                 return None
         return never_applied(self.graph, cmd, self.run_id, node)
@@ -214,7 +215,8 @@ class GraphRunDriver(RunDriver):
                 )
             node: str | None = target.node
         elif isinstance(target, GraphTaskTarget):
-            node = node_of_task(self.run, target.task_id)
+            # (an answer may name a task a sub-graph runs, at any level, while it runs)
+            node = node_of_answered_task(self.run, target.task_id, cmd.kind)
             if node is None:
                 return f"not found: task {target.task_id} is not pending in graph run {run_id}"
         else:

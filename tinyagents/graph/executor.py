@@ -172,6 +172,12 @@ class GraphRun:
     #: the ``compile(checkpointer=False)`` sub-graph (as ``_what`` names it) that makes this
     #: run, under a checkpointed parent, save nothing: an ``interrupt()`` in it says so
     unsaved_by: str | None = None
+    #: a sub-graph's run: the top-level run it runs in, and that run's task running it
+    #: (set by ``child_run`` only)
+    _top: tuple[GraphRun, Task] | None = None
+    #: the top-level run's: the id of each task its sub-graphs' runs started in the running
+    #: step, at any level -> its top-level task (``running_below``); None between steps
+    _below: dict[str, Task] | None = None
 
     def __init__(
         self,
@@ -417,6 +423,16 @@ class GraphRun:
 
     async def _run_step(self, tasks: list[Task], runnable: list[Task]) -> bool:
         """Run the runnable tasks of one step; whether some task is left unfinished."""
+        top = self._top
+        if top is not None and runnable and top[0].task_hooks is not None:
+            # a sub-graph's tasks, known to the steering of the (runtime-managed) top-level
+            # run until its step ends (``running_below``)
+            root, holder = top
+            below = root._below
+            if below is None:
+                below = root._below = {}
+            for task in runnable:
+                below[task.id] = holder
         if len(tasks) != 1 or self.task_hooks is not None or self.step_timeout is not None:
             if runnable:
                 self._count_step()
@@ -473,6 +489,13 @@ class GraphRun:
         if stream is not None:  # a values/updates stream read between steps: its update
             stream.wrote(self, task)
         return False
+
+    def running_below(self, task_id: str) -> Task | None:
+        """The task of this (top-level) run's running step that runs task
+        ``task_id`` in a sub-graph, at any level (a node's, or a call's inside a node),
+        started in this step and still running or ended in it; None for any other."""
+        below = self._below
+        return None if below is None else below.get(task_id)
 
     def stop(self, task_id: str, *, by: str | None = None) -> bool:
         """Cancel task ``task_id`` of the running step; it ends skipped (no writes, no
@@ -591,6 +614,9 @@ class GraphRun:
         finally:
             self.running.clear()
             self._step_tasks = None
+            if self._top is None:
+                # (the step's questions are written by now: its tasks name them, at rest)
+                self._below = None
         left = step.left
         if left:
             for task, why in left.items():  # ended, cancelled, for the stream and run tree
@@ -1135,6 +1161,8 @@ class GraphRun:
             run_id=self.run_id,
             max_concurrency=self.max_concurrency,
         )
+        top = self._top
+        child._top = (self, task) if top is None else top
         if own is False and self.checkpointer is not None:
             child.unsaved_by = child._what()
         elif self.unsaved_by is not None:

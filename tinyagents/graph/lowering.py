@@ -614,6 +614,17 @@ def node_of_task(run: GraphRun, task_id: str) -> str | None:
     return None if task is None else task.node
 
 
+def node_of_answered_task(run: GraphRun, task_id: str, kind: SteeringKind) -> str | None:
+    """``node_of_task``, and for an answer (``RESUME_KINDS``) also the top-level node of a
+    task a sub-graph runs in the running step, at any level (``GraphRun.running_below``): its
+    question, if it asks one, is pending at the step's end, where the answer lands."""
+    node = node_of_task(run, task_id)
+    if node is None and kind in RESUME_KINDS:
+        holder = run.running_below(task_id)
+        node = None if holder is None else holder.node
+    return node
+
+
 def resume_value(cmd: SteeringCommand) -> Any:
     """What the answered ``interrupt()`` returns to its node: the node's to change, so a
     mutable copy (a command's payload is read-only)."""
