@@ -971,6 +971,35 @@ async def test_an_answer_to_a_nested_task_sent_while_it_runs_lands_on_its_questi
     recorder.assert_every_command_terminal()
 
 
+async def test_an_answer_to_a_nested_task_that_asks_nothing_fails_when_it_lands(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder
+) -> None:
+    """Accepted while the sub-graph's task runs, the answer is judged at the step's end: a
+    task that asked nothing leaves it nothing to answer, and it fails there."""
+    gate, entered, asking = asyncio.Event(), asyncio.Event(), []
+
+    async def work(state: Any, ctx: NodeContext) -> dict[str, Any]:
+        asking.append(ctx)
+        entered.set()
+        await gate.wait()
+        return {"log": ["work"]}
+
+    inner = StateGraph(LogState).add_node("work", work).add_edge(START, "work").compile()
+    graph = StateGraph(LogState).add_node("outer", inner).add_edge(START, "outer")
+    graph = graph.add_edge("outer", END).compile(checkpointer=MemoryCheckpointer())
+    handle = await rt.start_graph(graph, {}, thread_id="t")
+    await asyncio.wait_for(entered.wait(), 60)
+    [ctx] = asking
+    answer = command(SteeringTarget.graph_task(handle.run_id, ctx.task_id), SteeringKind.APPROVE)
+    receipt = await rt.submit(answer)
+    assert receipt.status == "accepted", receipt.reason
+    gate.set()
+    assert await settled(waiter, answer.correlation_id) == "steering.failed"
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED and result.output["log"] == ["work"]
+    recorder.assert_every_command_terminal()
+
+
 @pytest.mark.parametrize("level", ["top", "enclosing", "own"])
 @pytest.mark.parametrize("kind", [SteeringKind.APPROVE, SteeringKind.REJECT])
 async def test_a_task_command_at_any_enclosing_level_reaches_a_persistent_sub_graphs_question(
