@@ -459,3 +459,52 @@ async def test_a_run_row_whose_updated_at_is_a_time_or_none_reads(
     await over_store.store.save_runs([{**snapshot("r-1", status="completed"), "updated_at": at}])
     r = await over_store.client.get(f"{BASE}/runs/r-1", headers=over_store.alice)
     assert r.status_code == 200 and r.json()["updated_at"] == at, r.text
+
+
+@pytest.mark.parametrize("damage", ["'soon'", "''", "42", "json('[1]')", "'2026-13-45T99:00'"])
+async def test_a_run_row_whose_created_at_is_no_time_is_damaged_data(
+    over_store: StoreServed, damage: str
+) -> None:
+    """A snapshot's ``created_at`` was not checked either, yet it is read: it places the run
+    in a listing and makes the cursor of the page it ends (a cursor whose time is no time is
+    refused, so the next page was a 422 for good). It is damage as ``updated_at``'s is: the
+    run's tenant gets the 500 ``damaged_data``, another tenant the unknown run's 404, and a
+    listing marks it (keeping the row's own ``created_at`` column, so the walk goes on)."""
+    over_store.control.listing_wait_s = 0.0
+    await over_store.store.save_runs([snapshot("r-1", owner="rt-gone"), snapshot("r-0")])
+    with sqlite3.connect(over_store.store.path) as db:
+        db.execute(
+            f"UPDATE runs SET data = json_set(data, '$.created_at', {damage}) WHERE run_id = 'r-1'"
+        )
+
+    for status, body in await _answers(over_store, over_store.alice, "r-1"):
+        assert status == 500 and body["type"] == "damaged_data", body
+        assert "r-1" in body["message"] and "soon" not in body["message"], body
+    assert await _answers(over_store, over_store.bob, "r-1") == await _answers(
+        over_store, over_store.bob, "r-none"
+    )
+    seen: list[dict[str, Any]] = []  # a page ending at r-1, then the page after it
+    url = f"{BASE}/runs?limit=1"
+    for _ in range(4):  # (a bad cursor could repeat a page for ever)
+        if not url:
+            break
+        r = await over_store.client.get(url, headers=over_store.alice)
+        assert r.status_code == 200, r.text
+        seen += r.json()
+        url = r.links.get("next", {}).get("url", "")
+    (listed,) = [s for s in seen if s["run_id"] == "r-1"]
+    assert (
+        listed["error"]["type"] == "damaged_snapshot" and "created_at" in listed["error"]["message"]
+    ), listed
+    assert [s["run_id"] for s in seen] == ["r-1", "r-0"]
+    with sqlite3.connect(over_store.store.path) as db:  # nothing was sent
+        assert db.execute("SELECT COUNT(*) FROM inbox").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("at", [None, "2026-12-01T00:00:00", "2026-12-01T00:00:00+02:00"])
+async def test_a_run_row_whose_created_at_is_a_time_or_none_reads(
+    over_store: StoreServed, at: str | None
+) -> None:
+    await over_store.store.save_runs([{**snapshot("r-1", status="completed"), "created_at": at}])
+    r = await over_store.client.get(f"{BASE}/runs/r-1", headers=over_store.alice)
+    assert r.status_code == 200 and r.json()["created_at"] == at, r.text

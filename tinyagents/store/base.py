@@ -390,8 +390,8 @@ def read_snapshot(
     """A run snapshot read back from a store; ``DamagedData`` (a ``StoreError`` and a
     ``ValueError``) for one that is not JSON (or not UTF-8), or is JSON of another shape (not an object, without the run's ids as text, a
     known field of the wrong type): a damaged row is the store's error to report, never a
-    ``KeyError`` or ``TypeError`` in whoever reads it; an ``updated_at`` that is neither
-    null nor an ISO time (``snapshot_time``) is damage too. ``run_id`` is the row's key: the
+    ``KeyError`` or ``TypeError`` in whoever reads it; an ``updated_at`` or ``created_at``
+    that is neither null nor an ISO time (``snapshot_time``) is damage too. ``run_id`` is the row's key: the
     error names it, the one row to repair, whatever the damage (a listing reads thousands).
     ``tenant_id``, the row's tenant column: the error says whose the record is (else the
     snapshot's own ``tenant_id`` when that still reads), for a reader that must not tell
@@ -424,12 +424,14 @@ def read_snapshot(
         ):
             of = f"run snapshot of {run_id or snapshot['run_id']!r}"
             raise damaged(f"{key} is {repr(value)[:200]}")
-    at = snapshot.get("updated_at")
-    if at is not None and (not isinstance(at, str) or snapshot_time(at) is None):
-        # its owner's heartbeat: one that is no time was read as none, so a run whose owner
-        # was gone never showed silent, and its commands went to a dead owner's inbox
-        of = f"run snapshot of {run_id or snapshot['run_id']!r}"
-        raise damaged(f"updated_at is {repr(at)[:200]}, no ISO time")
+    for key in ("updated_at", "created_at"):
+        # updated_at, its owner's heartbeat: one that is no time was read as none, so a run
+        # whose owner was gone never showed silent (its commands went to a dead inbox);
+        # created_at places it in a listing and makes a page's cursor (refused if no time)
+        at = snapshot.get(key)
+        if at is not None and (not isinstance(at, str) or snapshot_time(at) is None):
+            of = f"run snapshot of {run_id or snapshot['run_id']!r}"
+            raise damaged(f"{key} is {repr(at)[:200]}, no ISO time")
     return snapshot
 
 
