@@ -409,7 +409,7 @@ async def test_a_damaged_run_whose_tenant_does_not_read_is_logged_once_not_at_ev
 
 
 def test_the_rows_warned_of_are_bounded() -> None:
-    from tinyagents.server.control import MAX_WARNED_ROWS, WarnedRows
+    from tinyagents.store.base import MAX_WARNED_ROWS, WarnedRows
 
     rows = WarnedRows(limit=MAX_WARNED_ROWS)
     assert rows.first("r-0") and not rows.first("r-0")

@@ -5,6 +5,7 @@ contract is in test_store_conformance.py, which runs on PostgreSQL through conft
 from __future__ import annotations
 
 import asyncio
+import logging
 import operator
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any, TypedDict
@@ -370,6 +371,19 @@ async def test_a_damaged_run_row_is_marked_in_a_listing_and_the_others_listed(
     assert "error" not in listed[0] and "error" not in listed[2]
     with pytest.raises(StoreError, match="r-1"):
         await store.load_run("r-1")
+
+
+async def test_a_damaged_run_row_is_warned_of_once_by_the_listings(
+    store: PostgresStore, schema: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # every listing (GET /runs) warned of each damaged row again: once a row (WarnedRows)
+    snap = {"run_id": "r-1", "root_run_id": "r-1", "tenant_id": "acme", "status": "completed"}
+    await store.save_runs([snap])
+    caplog.set_level(logging.WARNING, logger="tinyagents.store")
+    await sql(f"UPDATE \"{schema}\".runs SET data = '{{broken'")
+    for _ in range(3):
+        assert "error" in (await store.list_runs())[0]
+    assert sum("'r-1'" in r.getMessage() for r in caplog.records) == 1, caplog.text
 
 
 # --------------------------------------------------------------------------- many processes

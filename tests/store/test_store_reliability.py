@@ -694,3 +694,36 @@ def test_a_sqlite_error_may_pass_by_its_code_however_it_is_wrapped() -> None:
     wrapped.__cause__ = busy
     assert may_pass(busy) and may_pass(wrapped)
     assert not may_pass(constraint) and not may_pass(StoreError("no cause"))
+
+
+async def test_a_damaged_row_is_warned_of_once_by_the_listings(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # every GET /runs logged a warning for each damaged row: a console polling the
+    # listing wrote one line a row a second. Once a row (WarnedRows), again once repaired
+    # and damaged again.
+    store = SqliteStore(tmp_path / "x.db")
+    await store.open()
+    try:
+        await store.save_runs([RunInfo(run_id="r-1").snapshot()])
+
+        async def damage() -> None:
+            await store.db.execute("UPDATE runs SET data = '{not json'")
+            await store.db.commit()
+
+        def warned() -> int:
+            return sum("'r-1'" in r.getMessage() for r in caplog.records)
+
+        caplog.set_level(logging.WARNING, logger="tinyagents.store")
+        await damage()
+        for _ in range(3):
+            assert "error" in (await store.list_runs())[0]
+        assert warned() == 1, caplog.text
+        await store.save_runs([RunInfo(run_id="r-1").snapshot()])
+        assert "error" not in (await store.list_runs())[0]
+        await damage()
+        for _ in range(2):
+            await store.list_runs()
+        assert warned() == 2, caplog.text
+    finally:
+        await store.close()

@@ -56,7 +56,15 @@ from tinyagents.steering.remote import (
     owner_silent,
     submit_through_store,
 )
-from tinyagents.store.base import SILENCE_S, RunKey, Store, run_key, runs_match
+from tinyagents.store.base import (
+    MAX_WARNED_ROWS,
+    SILENCE_S,
+    RunKey,
+    Store,
+    WarnedRows,
+    run_key,
+    runs_match,
+)
 from tinyagents.store.memory import UsedNonces
 
 _log = logging.getLogger("tinyagents.server")
@@ -141,36 +149,6 @@ def _storable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
-
-
-#: How many damaged rows ``Control`` remembers having warned of (``WarnedRows``).
-MAX_WARNED_ROWS = 1024
-
-
-class WarnedRows:
-    """The keys of the damaged rows already warned of, the ``limit`` newest: each is logged
-    once, not at every read (a console polling the run wrote a line a second), in bounded
-    memory (a key forgotten, the oldest first, is warned of again when it is next read)."""
-
-    def __init__(self, *, limit: int) -> None:
-        self.limit = limit
-        self._keys: dict[str, None] = {}  # (in the order warned of: the oldest first)
-
-    def first(self, key: str) -> bool:
-        """Whether ``key`` is not remembered; it is from now on."""
-        if key in self._keys:
-            return False
-        self._keys[key] = None
-        if len(self._keys) > self.limit:
-            del self._keys[next(iter(self._keys))]
-        return True
-
-    def forget(self, key: str) -> None:
-        """``key``'s row reads again (repaired): damaged again, it is warned of again."""
-        self._keys.pop(key, None)
-
-    def __len__(self) -> int:
-        return len(self._keys)
 
 
 class Control:

@@ -435,6 +435,38 @@ def read_snapshot(
     return snapshot
 
 
+#: How many damaged rows a reader (``Control``, a store's listings) remembers having warned
+#: of (``WarnedRows``).
+MAX_WARNED_ROWS = 1024
+
+
+class WarnedRows:
+    """The keys of the damaged rows already warned of, the ``limit`` newest (one memory of
+    this kind for every reader that warns: ``Control``, the SQL stores' listings): each is
+    logged once, not at every read (a console polling the run wrote a line a second), in bounded
+    memory (a key forgotten, the oldest first, is warned of again when it is next read)."""
+
+    def __init__(self, *, limit: int) -> None:
+        self.limit = limit
+        self._keys: dict[str, None] = {}  # (in the order warned of: the oldest first)
+
+    def first(self, key: str) -> bool:
+        """Whether ``key`` is not remembered; it is from now on."""
+        if key in self._keys:
+            return False
+        self._keys[key] = None
+        if len(self._keys) > self.limit:
+            del self._keys[next(iter(self._keys))]
+        return True
+
+    def forget(self, key: str) -> None:
+        """``key``'s row reads again (repaired): damaged again, it is warned of again."""
+        self._keys.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
 #: The ``error.type`` of a listed run whose stored snapshot could not be read.
 DAMAGED_SNAPSHOT = "damaged_snapshot"
 

@@ -47,12 +47,14 @@ from tinyagents.store._postgres import (
 from tinyagents.store.base import (
     INBOX_LEASE_S,
     INBOX_RETENTION_S,
+    MAX_WARNED_ROWS,
     NONCE_MARGIN_S,
     SILENCE_S,
     InboxItem,
     RunKey,
     Store,
     StoredCommand,
+    WarnedRows,
     damaged_run,
     event_rows,
     heartbeat_age,
@@ -339,6 +341,8 @@ class PostgresStore(Store):
         self._open_lock = asyncio.Lock()
         self._events_key = 0
         self._batches = 0  # appended by this store: every _SWEEP_EVERY-th sweeps old digests
+        #: The damaged rows its listings already warned of (``_listed``).
+        self._warned = WarnedRows(limit=MAX_WARNED_ROWS)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -660,7 +664,7 @@ class PostgresStore(Store):
         if limit is not None:
             sql += f" LIMIT {arg(sql_int(max(limit, 0)))}"  # PostgreSQL refuses a negative LIMIT
         rows = await self._fetch_again("list runs", sql, *args)
-        return [_listed(r) for r in rows]
+        return [_listed(r, self._warned) for r in rows]
 
     async def load_run(self, run_id: str) -> dict[str, Any] | None:
         rows = await self._fetch_again(
@@ -872,14 +876,16 @@ def _snapshot(row: Any, tenant_id: str | None = None) -> dict[str, Any]:
     return snapshot
 
 
-def _listed(row: Any) -> dict[str, Any]:
+def _listed(row: Any, warned: WarnedRows) -> dict[str, Any]:
     """A snapshot of a listing (``_RUN`` and the row's columns); a damaged one is marked, with
     a warning in the log naming the row to repair (``damaged_run``), as on SQLite: one row
-    does not fail the listing of every other."""
+    does not fail the listing of every other. Warned of once a row (``warned``, the store's:
+    a console polling the listing logged it every second)."""
     try:
-        return _snapshot(row)
+        snapshot = _snapshot(row)
     except StoreError as exc:
-        _log.warning("PostgreSQL store: %s (listed as damaged)", exc.__cause__ or exc)
+        if warned.first(row[2]):
+            _log.warning("PostgreSQL store: %s (listed as damaged)", exc.__cause__ or exc)
         return damaged_run(
             run_id=row[2],
             root_run_id=row[3],
@@ -888,6 +894,9 @@ def _listed(row: Any) -> dict[str, Any]:
             created_at=row[6],
             problem=str(exc.__cause__ or exc),
         )
+    if len(warned):  # (a row that reads: one warned of was repaired)
+        warned.forget(row[2])
+    return snapshot
 
 
 def _unread(snapshot: dict[str, Any]) -> dict[str, Any]:

@@ -26,12 +26,14 @@ from tinyagents.protocol.state import CommandState
 from tinyagents.store.base import (
     INBOX_LEASE_S,
     INBOX_RETENTION_S,
+    MAX_WARNED_ROWS,
     NONCE_MARGIN_S,
     PRUNE_INBOX,
     InboxItem,
     RunKey,
     Store,
     StoredCommand,
+    WarnedRows,
     damaged_run,
     event_rows,
     log_row,
@@ -276,6 +278,8 @@ class SqliteStore(Store):
         self._lock = asyncio.Lock()
         #: The file opened (None in memory): each write first checks it is still there.
         self._file: OpenedFile | None = None
+        #: The damaged rows its listings already warned of (``_listed``).
+        self._warned = WarnedRows(limit=MAX_WARNED_ROWS)
 
     async def open(self) -> None:
         """Connect, then create or migrate the schema. A file that is not a SQLite database is
@@ -598,11 +602,13 @@ class SqliteStore(Store):
 
     def _listed(self, row: Any) -> dict[str, Any]:
         """A listed row's snapshot; a damaged one (``read_snapshot``) is marked, with a
-        warning in the log naming the row to repair (``damaged_run``)."""
+        warning in the log naming the row to repair (``damaged_run``), once a row
+        (``WarnedRows``: a console polling the listing logged it every second)."""
         try:
-            return read_snapshot(row[0], row[1])
+            snapshot = read_snapshot(row[0], row[1])
         except ValueError as exc:
-            _log.warning("SQLite store %r: %s (listed as damaged)", self.path, exc)
+            if self._warned.first(row[1]):
+                _log.warning("SQLite store %r: %s (listed as damaged)", self.path, exc)
             return damaged_run(
                 run_id=row[1],
                 root_run_id=row[2],
@@ -611,6 +617,9 @@ class SqliteStore(Store):
                 created_at=row[5],
                 problem=str(exc),
             )
+        if len(self._warned):  # (a row that reads: one warned of was repaired)
+            self._warned.forget(row[1])
+        return snapshot
 
     async def run_commands(
         self, run_id: str, *, states: tuple[str, ...] = ("applied",)
