@@ -17,7 +17,7 @@ router does four times per command (``benchmarks/steering_throughput.py``).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
@@ -367,17 +367,27 @@ def _key_replaced(value: Any) -> bool:
 def _json_types(value: Any) -> Any:
     """A Python-mode dump's ``value`` with JSON's types, as in a JSON-mode dump, but with
     every string, keys too, kept as it is (``Event.to_dict``)."""
+    return jsonable_keys_kept(value)
+
+
+def jsonable_keys_kept(value: Any, fallback: Callable[[Any], Any] | None = None) -> Any:
+    """``value`` as ``pydantic_core.to_jsonable_python(value, fallback=fallback)`` makes it,
+    but with every string, a dict's keys too, kept as it is: pydantic's turns a key holding a
+    lone surrogate into U+FFFD, or raises. Dicts, lists and tuples are walked here, anything
+    else is left to pydantic (events' JSON-mode dicts, graph checkpoints)."""
     kind = type(value)
     if kind is dict:
         return {
-            key if type(key) is str else next(iter(to_jsonable_python({key: 0}))): _json_types(item)
+            key if type(key) is str else next(iter(to_jsonable_python({key: 0}))): (
+                jsonable_keys_kept(item, fallback)
+            )
             for key, item in value.items()
         }
     if kind is list or kind is tuple:
-        return [_json_types(item) for item in value]
+        return [jsonable_keys_kept(item, fallback) for item in value]
     if value is None or kind is str or kind is int or kind is float or kind is bool:
         return value
-    return to_jsonable_python(value)
+    return to_jsonable_python(value, fallback=fallback)
 
 
 def surrogates_escaped(text: str) -> str:

@@ -21,6 +21,7 @@ from pydantic_core import to_jsonable_python
 from tinyagents import _clock
 from tinyagents._record import Record
 from tinyagents.errors import GraphError, InvalidUpdateError, StoreError
+from tinyagents.events.models import jsonable_keys_kept
 from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.reducers import (
     MISSING,
@@ -71,7 +72,7 @@ def encode(value: Any, what: str = "a value") -> Any:
         try:
             return to_jsonable_python(value, fallback=_unencodable)
         except UnicodeEncodeError:  # pydantic's, for a key holding a lone surrogate: only then
-            return _keys_kept(value)
+            return jsonable_keys_kept(value, _unencodable)
     except (TypeError, ValueError) as exc:
         why = "bytes that are not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else exc
         raise InvalidUpdateError(
@@ -94,21 +95,6 @@ def _refuse_one_shot(value: Any, what: str) -> None:
         "saving it would use up (the state would keep it empty); write a list of its items "
         "instead (list(...))"
     )
-
-
-def _keys_kept(value: Any) -> Any:
-    """``value`` as ``to_jsonable_python`` makes it, but with each dict's keys as they are
-    (pydantic's raises for a key holding a lone surrogate): dicts, lists and tuples walked
-    here, anything else left to pydantic."""
-    kind = type(value)
-    if kind is dict:
-        return {
-            key if type(key) is str else next(iter(to_jsonable_python({key: 0}))): _keys_kept(item)
-            for key, item in value.items()
-        }
-    if kind is list or kind is tuple:
-        return [_keys_kept(item) for item in value]
-    return to_jsonable_python(value, fallback=_unencodable)
 
 
 def _unencodable(value: Any) -> Any:
