@@ -51,12 +51,26 @@ class Worker:
         self.control = control
 
     async def op_start(
-        self, run_id: str, tenant: str, turns: int, tick_s: float, thread: str | None = None
+        self,
+        run_id: str,
+        tenant: str,
+        turns: int,
+        tick_s: float,
+        thread: str | None = None,
+        parent: str | None = None,
     ) -> str:
         handle = await self.rt.start(
-            slow_agent(turns, tick_s), "work", tenant_id=tenant, run_id=run_id, thread_id=thread
+            slow_agent(turns, tick_s),
+            "work",
+            tenant_id=tenant,
+            run_id=run_id,
+            thread_id=thread,
+            parent=parent,
         )
         return handle.run_id
+
+    async def op_flush(self) -> None:
+        await self.rt.flush()
 
     async def op_submit(self, command: dict[str, Any]) -> dict[str, Any]:
         receipt = await self.control.submit(SteeringCommand.model_validate(command))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.slow_agent import slow_agent
 from tinyagents import Agent, RunLimits, RunStatus, Runtime, SubAgent, SubAgentTool, tool
 from tinyagents.errors import ConfigurationError, InvalidCommandError
 from tinyagents.harness import Middleware, ModelRequest, SteeringRenderer, Usage
@@ -666,3 +667,39 @@ async def test_whether_a_run_is_running_elsewhere_is_read_from_its_owner(
         else:
             handle = await rt.start(Agent("clerk", model), "work", run_id="job-7")
             assert (await handle.result()).status is RunStatus.COMPLETED
+
+
+async def test_a_restarted_child_comes_back_paused_by_its_own_pause_not_by_a_hold_from_above(
+    tmp_path: Path,
+) -> None:
+    """Holds passed down by a paused run above last no longer than the process that held
+    them (docs/harness.md, *Pausing a subtree*): restoring a run, its log's pauses and
+    resumes from above were read as its own. A child its operator paused, whose parent was
+    then paused and resumed (a hold and its release passed down), came back running after a
+    restart: the passed-down resume, last in its log, hid its own pause."""
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    waiter = EventWaiter()
+    async with Runtime(store, testing=True, sinks=[waiter]) as rt:
+        parent = await rt.start(slow_agent("p"), "work", run_id="p-1")
+        child = await rt.start(slow_agent("c"), "work", run_id="c-1", parent=parent)
+        await child.pause(reason="mine", actor=OPERATOR)
+        await asyncio.wait_for(waiter.event("run.paused", "c-1"), 60)
+        await parent.pause(reason="all of it", actor=OPERATOR)
+        await asyncio.wait_for(waiter.event("run.paused", "p-1"), 60)
+        await parent.resume(actor=OPERATOR)
+        # the hold's resume, passed down, lands on the child (its own pause still holds it)
+        await asyncio.wait_for(
+            waiter.event("steering.applied", "c-1", kind=SteeringKind.RESUME), 60
+        )
+        assert child.status is RunStatus.PAUSED
+        # The process stops here.
+
+    async with Runtime(store, testing=True) as rt:
+        parent = await rt.start(slow_agent("p"), "work", run_id="p-1")
+        assert parent.status is RunStatus.RUNNING
+        child = await rt.start(slow_agent("c"), "work", run_id="c-1", parent=parent)
+        assert child.status is RunStatus.PAUSED  # its own pause: back paused
+        await child.cancel(actor=OPERATOR)
+        await parent.cancel(actor=OPERATOR)
+        assert (await child.result()).status is RunStatus.CANCELLED
+        assert (await parent.result()).status is RunStatus.CANCELLED

@@ -186,19 +186,6 @@ def restore(run: ActiveRun, cmds: list[SteeringCommand]) -> list[SteeringCommand
     return restored
 
 
-def holding_pause(cmds: list[SteeringCommand]) -> SteeringCommand | None:
-    """The pause that held the run when its earlier incarnation stopped (the last ``pause``
-    its log applied, with no ``resume`` applied after it), or None: a run started again after
-    a crash comes back paused rather than going on with work an operator had stopped."""
-    holding = None
-    for cmd in cmds:
-        if cmd.kind is SteeringKind.PAUSE:
-            holding = cmd
-        elif cmd.kind is SteeringKind.RESUME:
-            holding = None
-    return holding
-
-
 #: Kinds an agent run has nothing to act on: no interrupt to answer, no graph state.
 _GRAPH_ONLY = frozenset({SteeringKind.APPROVE, SteeringKind.REJECT, SteeringKind.UPDATE_STATE})
 

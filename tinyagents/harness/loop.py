@@ -83,7 +83,13 @@ from tinyagents.harness.model import (
 )
 from tinyagents.harness.narrowing import narrowings_below, send_narrowings, withdraw_narrowings
 from tinyagents.harness.output import OutputTool, ResponseOutput, UnionOutput
-from tinyagents.harness.pausing import HoldBelow, Pauses, join_holds_above, reconcile_below
+from tinyagents.harness.pausing import (
+    HoldBelow,
+    Pauses,
+    holding_pause,
+    join_holds_above,
+    reconcile_below,
+)
 from tinyagents.harness.tools import (
     FunctionTool,
     InvalidArguments,
@@ -2142,7 +2148,7 @@ async def start_agent_run(
     try:
         run.earlier = applied
         restored = apply.restore(run, applied)
-        pause = apply.holding_pause(applied)
+        pause = holding_pause(applied)
         if pause is not None:  # an operator's pause held it: it comes back paused
             run.paused = True
             run.pauses.restored(pause, holding=True)

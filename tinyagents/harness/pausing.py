@@ -34,6 +34,7 @@ from tinyagents import _clock
 from tinyagents._record import Record
 from tinyagents.errors import RuntimeClosed
 from tinyagents.protocol.commands import (
+    ParentAgentActor,
     SteeringActor,
     SteeringCommand,
     SteeringKind,
@@ -70,6 +71,44 @@ def adopted(
     else:
         above[cmd.correlation_id] = origin
     return above
+
+
+def passed_down_by(cmd: SteeringCommand) -> str | None:
+    """The run above that passed pause (or resume) ``cmd`` down to its run (``HoldBelow``:
+    from ``parent_agent(<that run>, ...)``, its reason "parent run <that run> ..." or
+    "ancestor run <that run> ..."), or None: a command of the run's own. Read from the
+    steering log when a run is started again: a hold lasts no longer than the process of
+    the run above that held it (``holding_pause``)."""
+    actor = cmd.actor
+    if not isinstance(actor, ParentAgentActor):
+        return None
+    reason = cmd.payload.get("reason")
+    run_id = actor.run_id
+    if isinstance(reason, str) and reason.startswith(
+        (f"parent run {run_id} ", f"ancestor run {run_id} ")
+    ):
+        return run_id
+    return None
+
+
+def holding_pause(cmds: list[SteeringCommand]) -> SteeringCommand | None:
+    """The pause of its own that held a run when its earlier incarnation stopped (the last
+    ``pause`` its log applied with no ``resume`` of its own applied after it), or None: a run
+    started again after a crash comes back paused rather than going on with work an operator
+    had stopped. A pause or resume a run above passed down (``passed_down_by``) is no part of
+    it: that hold was the process's that held it; a run above that comes back paused holds
+    the run again as it is started below it (``join_holds_above``), and lets go of it at its
+    resume. (Restored as the run's own, a passed-down pause outlived that hold: the run
+    stayed paused after the run above was resumed.)"""
+    holding = None
+    for cmd in cmds:
+        if passed_down_by(cmd) is not None:
+            continue
+        if cmd.kind is SteeringKind.PAUSE:
+            holding = cmd
+        elif cmd.kind is SteeringKind.RESUME:
+            holding = None
+    return holding
 
 
 def newer_pause(last: SteeringCommand | None, cmd: SteeringCommand) -> SteeringCommand | None:
