@@ -1777,6 +1777,52 @@ async def test_a_thread_command_a_durable_log_keeps_is_rejected_once_its_thread_
         assert await _logged_state(next_b, cancel) == ("rejected", reason)
 
 
+async def test_control_with_a_store_defers_a_thread_command_no_worker_runs(
+    redis_url: str, prefix: str, log_url: str
+) -> None:
+    """``Control`` over a worker's durable runtime and Redis (``tinyagents serve --redis
+    --store``): a command for a thread with no run on any worker (nor in the store) was
+    looked for in the store for the listing wait (1.1 s) and answered ``rejected`` "not
+    found", where the same command sent through ``RedisControl.submit``, or in one process,
+    is deferred for the thread's next run. It is now deferred here (logged ``deferred``):
+    the thread's next run here takes it; and one on another worker makes the thread job
+    refuse it (docs/deploy.md), as for a command sent through ``RedisControl``."""
+    kw = _durable_kw(prefix)
+    async with Runtime() as rt_a, Runtime(store=log_url) as rt_b:
+        async with (
+            RedisControl(rt_a, redis_url, worker_id="a", **kw),
+            RedisControl(rt_b, redis_url, worker_id="b", **kw) as rc_b,
+        ):
+            control = Control(rt_b, redis=rc_b)
+            assert control.store is rt_b.store
+            here = thread_cancel("t-next-here")
+            receipt = await control.submit(here)
+            assert receipt.status == "deferred" and receipt.run_id is None, receipt
+            assert await _logged_state(rt_b, here) == ("deferred", None)
+            mine = await rt_b.start(
+                slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-next-here"
+            )
+            async with asyncio.timeout(60):  # against a hang, not a timing assertion
+                assert (await mine.result()).status is RunStatus.CANCELLED
+            assert rt_b.router.state(here.correlation_id, scope="tenant:acme") == "applied"
+
+            there = thread_cancel("t-next-there")
+            assert (await control.submit(there)).status == "deferred"
+            theirs = await rt_a.start(
+                slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-next-there"
+            )
+            await eventually(
+                lambda: _logged_state(rt_b, there),
+                lambda s: s is not None and s[0] == "rejected",
+            )
+            again = thread_cancel("t-next-there")  # sent again, it reaches a's run
+            receipt = await control.submit(again)
+            assert receipt.status == "accepted" and receipt.run_id == theirs.run_id, receipt
+            async with asyncio.timeout(60):
+                assert (await theirs.result()).status is RunStatus.CANCELLED
+            control.close()
+
+
 async def test_a_logged_thread_command_another_runtime_took_from_the_log_is_not_rejected(
     redis_url: str, prefix: str, log_url: str
 ) -> None:

@@ -304,6 +304,35 @@ async def test_a_thread_command_skips_a_dead_workers_run_for_a_live_one(tmp_path
         await store.close()
 
 
+async def test_a_thread_command_no_process_runs_is_deferred_for_the_threads_next_run(
+    tmp_path: Path,
+) -> None:
+    """``Control`` over a runtime with a durable store (``tinyagents serve --store``): a
+    command for a thread no process runs a run of was looked for in the store for the
+    listing wait and answered ``rejected`` "not found", where the runtime (one process)
+    defers it for the thread's next run. It is deferred in the runtime now, and that run
+    takes it. With no runtime of its own (``runs --store``), nothing could hold it: still
+    "not found"."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    async with Runtime(store=url) as rt:
+        control = Control(rt)
+        cancel = SteeringCommand(
+            target=SteeringTarget.thread("t-next"), actor=OPS, kind=SteeringKind.CANCEL, payload={}
+        )
+        receipt = await control.submit(cancel)
+        assert receipt.status == "deferred" and receipt.run_id is None, receipt
+        handle = await rt.start(slow_agent(), "work", tenant_id="acme", thread_id="t-next")
+        async with asyncio.timeout(60):  # against a hang, not a timing assertion
+            assert (await handle.result()).status.value == "cancelled"
+        assert rt.router.state(cancel.correlation_id, scope="tenant:acme") == "applied"
+        control.close()
+        alone = Control(store=rt.store, listing_wait_s=0.0)
+        other = cancel.model_copy(update={"correlation_id": "c-alone"})
+        refused = await alone.submit(other)
+        assert refused.status == "rejected" and refused.reason == "not found: thread t-next"
+        alone.close()
+
+
 async def test_a_run_whose_owner_went_silent_is_marked_so(tmp_path: Path) -> None:
     """A run of a process that died stays 'running' in the store for ever: its snapshots say
     ``owner_silent`` once no heartbeat came for OWNER_SILENT_S, in the listing, the run and

@@ -648,11 +648,19 @@ class Control:
         """The command's receipt: from the runtime here when it holds the target, else from
         the owning runtime through the store's inbox (``ReceiptTimeout`` if it does not
         answer within ``receipt_timeout_s``), or from another worker through Redis when one
-        holds it (through the store while Redis is unreachable, if there is one)."""
+        holds it (through the store while Redis is unreachable, if there is one). A thread
+        command that finds no run of its thread anywhere is deferred in the runtime here (through
+        the ``RedisControl`` when Redis is up), for the thread's next run, as in one process;
+        without a runtime it is ``rejected`` "not found"."""
         runtime = self.runtime
         if runtime is not None and _holds(runtime, cmd):
             return await runtime.submit(cmd)
         listing_wait_s = self.listing_wait_s
+        # A thread command no process runs a run of (none here, none listed on Redis or in
+        # the store) is deferred here for the thread's next run, as in one process (with
+        # Redis up, through it: the thread job hands it on, or refuses a logged one, once the
+        # thread runs on another worker); it was answered "not found" after the listing wait.
+        no_run = runtime.submit if runtime is not None else None
         if self.redis is not None:
             try:
                 if await self.redis.holds_elsewhere(cmd):
@@ -661,6 +669,8 @@ class Control:
                 if self.store is None:
                     raise
             else:
+                if runtime is not None:
+                    no_run = self.redis.submit  # a run listed on it meanwhile takes it
                 # a run neither here nor listed on Redis was looked for there for its listing
                 # wait: the store is read once, not waited on again (an unknown run would take
                 # twice as long as another tenant's, which Redis answers after one wait)
@@ -671,7 +681,11 @@ class Control:
             return await runtime.submit(cmd)
         assert self.store is not None
         return await submit_through_store(
-            self.store, cmd, timeout_s=self.receipt_timeout_s, listing_wait_s=listing_wait_s
+            self.store,
+            cmd,
+            timeout_s=self.receipt_timeout_s,
+            listing_wait_s=listing_wait_s,
+            no_run=no_run,
         )
 
 

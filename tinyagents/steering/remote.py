@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tinyagents import _clock
@@ -64,6 +65,7 @@ async def submit_through_store(
     *,
     timeout_s: float = 5.0,
     listing_wait_s: float = LISTING_WAIT_S,
+    no_run: Callable[[SteeringCommand], Awaitable[SteeringReceipt]] | None = None,
 ) -> SteeringReceipt:
     """The receipt the owning runtime gives ``cmd``; raises ``ReceiptTimeout`` when none
     comes within ``timeout_s`` (the command may still be applied later), and ``StoreError``
@@ -71,9 +73,16 @@ async def submit_through_store(
     receipt is awaited is read past: the command is in the inbox already). A target not in the store is looked for again for
     ``listing_wait_s`` (``listed_snapshot``). A command made past validation
     (``model_copy(update=...)``) that is invalid raises ``InvalidCommandError``, as building
-    it would have, and is not sent."""
+    it would have, and is not sent.
+
+    ``no_run``: what becomes of a thread command that finds no run of its thread (of its
+    sender's tenant) in the store once the listing wait is over, instead of ``rejected``
+    "not found": a sender with a runtime of its own defers it there for the thread's next
+    run, as one process does (``Control``)."""
     cmd = checked(cmd)
     snapshot = await listed_snapshot(store, cmd, wait_s=listing_wait_s)
+    if snapshot is None and no_run is not None and isinstance(cmd.target, ThreadTarget):
+        return await no_run(cmd)
     refusal = refuse(cmd, snapshot)
     if refusal is not None:
         dead = snapshot is not None and owner_silent(snapshot) and declares_dead(cmd)
