@@ -55,7 +55,7 @@ async def main() -> None:
         )
         print("answer:", (await rt.submit(answer)).status.value)
         result = await run.result()
-        print(result.status.value, result.output["output"])
+        print(result.status.value, result.output)
         print("drafted:", drafted)  # each section once: the resume read them back
     # without a runtime: LangGraph's ainvoke, answered with Command(resume=...)
     config = {"configurable": {"thread_id": "reports"}}

@@ -23,6 +23,7 @@ from tinyagents.graph import (
     Entrypoint,
     RetryPolicy,
     StateGraph,
+    StateUpdate,
     entrypoint,
     interrupt,
     task,
@@ -49,7 +50,7 @@ async def test_an_entrypoint_is_a_compiled_graph_of_one_node(checkpointer: Check
     assert list(flow.nodes) == ["flow"] and flow.name == "flow"
     result = await flow.run(1, thread_id="t")
     assert result.status == "completed"
-    assert result.state == {"input": 1, "output": {"sum": 13}, "previous": {"sum": 13}}
+    assert result.state == {"sum": 13}  # the return value: the user's view of the state
     state = await flow.get_state("t", subgraphs=True)
     assert state.values == {"sum": 13} and state.next == ()  # LangGraph's: the return value
     # the thread's own checkpoints are a graph's: its input, the step applying it, the node's
@@ -72,14 +73,17 @@ async def test_a_stream_yields_the_entrypoints_update(checkpointer: Checkpointer
         item async for item in flow.stream("yo", thread_id="t", mode="updates", subgraphs=True)
     ]
     assert nested == [((), {"shout": "YO"}), ((), {"flow": "YO"})]
-    # the task call's own values stay in its namespace (LangGraph's task shows none)
+    # the task call has no values of its own (LangGraph's task shows none)
     both = [i async for i in flow.stream("ho", thread_id="t", mode=["values"], subgraphs=True)]
-    assert [(len(ns), payload) for ns, _, payload in both] == [(1, {"output": "HO"}), (0, "HO")]
-    # the other modes are as for any graph
-    assert [i async for i in flow.stream("x", thread_id="t", mode="tasks")][-1]["result"] == {
-        "output": "X",
-        "previous": "X",
-    }
+    assert both == [((), "values", "HO")]
+    # its tasks items are LangGraph's: the call's (args, kwargs) and result, the node's
+    tasks = [i async for i in flow.stream("x", thread_id="t", mode="tasks")]
+    assert [(i["name"], i.get("input", i.get("result"))) for i in tasks] == [
+        ("flow", "x"),
+        ("shout", (("x",), {})),
+        ("shout", {"__return__": "X"}),
+        ("flow", {"__end__": "X"}),
+    ]
 
 
 async def test_an_entrypoints_stream_with_a_runtime_and_one_left_early(
@@ -124,14 +128,15 @@ async def test_tasks_that_pause_together_are_asked_together(
     assert paused.status == "interrupted"
     assert sorted(i.value for i in paused.interrupts) == ["ann", "bob"]
     assert [i.ns.split(":")[0] for i in paused.interrupts] == ["flow", "flow"]
-    # get_state shows the paused entrypoint's task calls as the states of its sub-graphs
+    # get_state shows the paused entrypoint's task asking both; its task calls have no
+    # state of their own (LangGraph's are no sub-graphs)
     state = await flow.get_state("t", subgraphs=True)
     [paused_task] = state.tasks
     assert paused_task.name == "flow" and len(paused_task.interrupts) == 2
-    assert [s.next for s in paused_task.states] == [("ask",), ("ask",)]
+    assert paused_task.states == () and paused_task.state is None
     answers = {i.id: i.value.upper() for i in paused.interrupts}
     done = await flow.run(Command(resume=answers), thread_id="t")
-    assert done.status == "completed" and done.state["output"] == ["ann=ANN", "bob=BOB"]
+    assert done.status == "completed" and done.state == ["ann=ANN", "bob=BOB"]
 
 
 async def test_a_task_left_unawaited_still_runs_and_its_question_pauses(
@@ -151,7 +156,7 @@ async def test_a_task_left_unawaited_still_runs_and_its_question_pauses(
     paused = await flow.run(1, thread_id="t")
     assert paused.status == "interrupted" and [i.value for i in paused.interrupts] == ["go on?"]
     done = await flow.run(Command(resume="yes"), thread_id="t")
-    assert done.status == "completed" and done.state["output"] == 1
+    assert done.status == "completed" and done.state == 1
     assert ran == ["side yes"]
 
 
@@ -279,7 +284,7 @@ async def test_steering_answers_an_entrypoints_question(
         assert receipt.status.value == "accepted"
         result = await handle.result()
     assert result.status == RunStatus.COMPLETED
-    assert result.output["output"] == "draft about cats, signed by ana"
+    assert result.output == "draft about cats, signed by ana"
     # the finished draft was not written again when the entrypoint ran again
     assert calls.count("draft") == 1
 
@@ -344,7 +349,7 @@ async def test_a_sync_task_waits_for_the_tasks_it_calls(checkpointer: Checkpoint
 
     assert (await flow.run(1, thread_id="t")).status == "interrupted"
     done = await flow.run(Command(resume="ok"), thread_id="t")
-    assert done.state["output"] == "4 ok" and calls == ["outer", "inner"]
+    assert done.state == "4 ok" and calls == ["outer", "inner"]
 
     async def node(state: dict[str, Any]) -> dict[str, Any]:
         return {"n": await outer(state["n"])}  # from a graph node too
@@ -428,5 +433,85 @@ async def test_a_retried_entrypoint_does_not_run_its_finished_tasks_again(
         return [first, step("second").result()]
 
     result = await flow.run(1, thread_id="t")
-    assert result.state["output"] == ["first", "second"]
+    assert result.state == ["first", "second"]
     assert calls == ["first", "failed", "second"]
+
+
+async def test_a_started_entrypoints_result_and_stream_show_its_values(
+    checkpointer: Checkpointer,
+) -> None:
+    # run(runtime=), rt.start_graph's result and handle.stream() show the function's view:
+    # its return value, as graph.stream and get_state do (not the internal input/output/
+    # previous state)
+    @task
+    async def shout(text: str) -> str:
+        return text.upper()
+
+    @entrypoint(checkpointer=checkpointer)
+    async def flow(text: str) -> str:
+        loud = await shout(text)
+        return f"{loud} {interrupt('more?')}"
+
+    async with Runtime(testing=True) as rt:
+        paused = await flow.run("a", thread_id="r", runtime=rt)
+        assert paused.status == "interrupted" and paused.state is None  # nothing returned yet
+        handle = await rt.start_graph(flow, Command(resume="yes"), thread_id="r")
+        items = [i async for i in handle.stream(["updates", "values", "tasks"], subgraphs=True)]
+        result = await handle.result()
+    assert result.status == RunStatus.COMPLETED and result.output == "A yes"
+    assert [(ns, mode, p) for ns, mode, p in items if mode != "tasks"] == [
+        ((), "values", None),
+        ((), "updates", {"flow": "A yes"}),
+        ((), "values", "A yes"),
+    ]
+    assert [p.get("input", p.get("result")) for _, mode, p in items if mode == "tasks"] == [
+        "a",
+        {"__end__": "A yes"},
+    ]
+    again = await flow.run("b", thread_id="r")
+    assert again.status == "interrupted" and again.state == "A yes"  # the last return value
+
+
+async def test_update_state_writes_what_the_function_returns(checkpointer: Checkpointer) -> None:
+    @entrypoint(checkpointer=checkpointer)
+    def flow(x: int, previous: Any = None) -> Any:
+        return entrypoint.final(value=[x, previous], save=x)
+
+    await flow.run(1, thread_id="t")
+    await flow.update_state("t", entrypoint.final(value="shown", save=10))
+    assert (await flow.get_state("t")).values == "shown"
+    assert (await flow.run(2, thread_id="t")).state == [2, 10]
+    await flow.bulk_update_state("t", [[StateUpdate(values="bulk")]])
+    assert (await flow.get_state("t")).values == "bulk"
+    assert await flow.ainvoke(3, thread_id="t") == [3, "bulk"]
+
+
+async def test_a_task_named_as_a_graphs_node_is_no_task(checkpointer: Checkpointer) -> None:
+    # a task call is known by its graph, not by its name: a node of a graph called inside,
+    # named as a task and writing only "output", shows as that graph's, under its namespace
+    @task
+    def step(x: int) -> int:
+        return x + 1
+
+    class Out(TypedDict):
+        output: int
+
+    def node(state: Out) -> Out:
+        return {"output": state["output"] * 10}
+
+    inner = StateGraph(Out).add_node("step", node).add_edge(START, "step")
+    sub = inner.add_edge("step", END).compile()
+
+    @entrypoint(checkpointer=checkpointer)
+    async def flow(x: int) -> int:
+        out: int = (await sub.run({"output": await step(x)})).state["output"]
+        return out
+
+    flat = [i async for i in flow.stream(1, thread_id="t", mode="updates")]
+    assert flat == [{"step": 2}, {"flow": 20}]
+    nested = [i async for i in flow.stream(1, thread_id="u", mode="updates", subgraphs=True)]
+    assert [(ns != (), p) for ns, p in nested] == [
+        (False, {"step": 2}),
+        (True, {"step": {"output": 20}}),
+        (False, {"flow": 20}),
+    ]

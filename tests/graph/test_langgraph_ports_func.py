@@ -17,7 +17,7 @@ from typing import Any, TypedDict
 import pytest
 from langgraph_kit import OURS as OURS_GRAPH
 from langgraph_kit import THEIRS as THEIRS_GRAPH
-from langgraph_kit import cfg, lg_memory
+from langgraph_kit import cfg, lg_memory, shape
 
 from tinyagents.graph import entrypoint, task
 from tinyagents.store.checkpoint import Checkpointer
@@ -494,3 +494,232 @@ async def test_the_stream_of_an_interrupt_inside_a_task(
         second = await streamed(graph, g.Command(resume="bar"), "s", mode=mode)
         seen.append((first, second, await state_values(graph, "s")))
     assert seen[0] == seen[1]
+
+
+def tasks_item(item: Any, ids: dict[str, int]) -> Any:
+    """A ``tasks`` stream item the same for both libraries: each id as the order it was first
+    seen in (each library has its own ids), without LangGraph's ``triggers`` and
+    ``response_schema``; a namespaced item's namespace without its task ids."""
+    if isinstance(item, tuple):
+        return (
+            *(shape(i) if isinstance(i, tuple) else i for i in item[:-1]),
+            tasks_item(item[-1], ids),
+        )
+    if not isinstance(item, dict) or "id" not in item:
+        return plain(item)
+    out = {k: v for k, v in item.items() if k != "triggers"}
+    out["id"] = ids.setdefault(item["id"], len(ids))
+    if "interrupts" in out:
+        out["interrupts"] = [i["value"] for i in out["interrupts"]]
+    if out.get("error") is not None:
+        out["error"] = repr(out["error"])
+    return out
+
+
+@pytest.mark.parametrize("subgraphs", [False, True])
+@pytest.mark.parametrize("build", [asking_graph, foo_bar_graph, final_graph])
+async def test_an_entrypoints_tasks_stream(
+    checkpointer: Checkpointer, build: Any, subgraphs: bool
+) -> None:
+    # LangGraph's "tasks" items of an entrypoint: its node's input is the run's input and its
+    # result {"__end__": return value}; a task call's (at the top: LangGraph's tasks are
+    # tasks of the entrypoint's own Pregel) its input (args, kwargs) and result
+    # {"__return__": result}; a task that pauses has no end (its entrypoint's end asks)
+    seen = []
+    first_input = {"a": ""} if build is foo_bar_graph else 1
+    for g, cp in ((OURS, checkpointer), (THEIRS, lg_memory.InMemorySaver())):
+        graph = build(g, cp, [])
+        ids: dict[str, int] = {}
+        runs = [first_input, 2 if build is final_graph else g.Command(resume="R")]
+        items = []
+        for item in runs:
+            got = await streamed(graph, item, "s", mode="tasks", subgraphs=subgraphs)
+            items.append([tasks_item(i, ids) for i in got])
+        seen.append(items)
+    (ours_first, ours_again), (theirs_first, theirs_again) = seen
+    assert ours_first == theirs_first
+    # not the same: on resume LangGraph shows again the start (alone) of each task call that
+    # had finished, whose saved result it returns; ours shows nothing of such a call
+    first = [i[-1] if subgraphs else i for i in theirs_first]
+    ended = {p["id"] for p in first if "__return__" in p.get("result", {})}
+    theirs_again = [
+        i
+        for i in theirs_again
+        if "result" in (p := i[-1] if subgraphs else i) or p["id"] not in ended
+    ]
+    assert ours_again == theirs_again
+
+
+def shaped(item: Any) -> Any:
+    """A ``subgraphs=True`` item with its namespace as node names only, and without our call
+    numbers (ours counts a node's task calls among its sub-graph calls: ``("wf", "1")`` for
+    a graph it calls after a task, LangGraph's ``("wf",)``: its task calls are no calls)."""
+    if not isinstance(item, tuple):
+        return item
+    return (tuple(p for p in shape(item[0]) if not p.isdigit()), *item[1:])
+
+
+@pytest.mark.parametrize("mode", ["values", ["values", "updates"]])
+@pytest.mark.parametrize("build", [asking_graph, foo_bar_graph, nested_graph])
+async def test_an_entrypoints_stream_with_subgraphs_shows_no_task_state(
+    checkpointer: Checkpointer, build: Any, mode: Any
+) -> None:
+    # a task call has no state of its own in LangGraph: with subgraphs=True no item of it
+    # but its update (at the top), and its question once, at the top
+    seen = []
+    first_input = {"a": ""} if build is foo_bar_graph else [0, 1] if build is nested_graph else 1
+    for g, cp in ((OURS, checkpointer), (THEIRS, lg_memory.InMemorySaver())):
+        graph = build(g, cp, [])
+        first = await streamed(graph, first_input, "s", mode=mode, subgraphs=True)
+        second = await streamed(graph, g.Command(resume="R"), "s", mode=mode, subgraphs=True)
+        if build is nested_graph:  # its tasks run together: in either order
+            first = sorted(first, key=repr)
+        seen.append(([shaped(i) for i in first], [shaped(i) for i in second]))
+    assert seen[0] == seen[1]
+
+
+@pytest.mark.parametrize("build", [asking_graph, foo_bar_graph])
+async def test_an_entrypoints_state_with_subgraphs_has_no_task_states(
+    checkpointer: Checkpointer, build: Any
+) -> None:
+    # LangGraph's task calls are no sub-graphs: a paused entrypoint's task has no state
+    seen = []
+    for g, cp in ((OURS, checkpointer), (THEIRS, lg_memory.InMemorySaver())):
+        graph = build(g, cp, [])
+        await ainvoke(graph, {"a": ""} if build is foo_bar_graph else 1)
+        if hasattr(graph, "aget_state"):
+            snap = await graph.aget_state(cfg("1"), subgraphs=True)
+        else:
+            snap = await graph.get_state("1", subgraphs=True)
+        seen.append((snap.values, snap.next, [(t.name, t.state) for t in snap.tasks]))
+    assert seen[0] == seen[1]
+
+
+def previous_asking_graph(g: Any, cp: Any, calls: list[Any]) -> Any:
+    @g.task
+    def bar(x: int) -> int:
+        return x + g.interrupt("b")
+
+    @g.entrypoint(checkpointer=cp)
+    def wf(x: int, previous: Any = None) -> Any:
+        calls.append(previous)
+        return g.entrypoint.final(value=bar(x).result(), save=[x, previous])
+
+    return wf
+
+
+@pytest.mark.parametrize("kind", ["value", "final", "none"])
+async def test_update_state_of_an_entrypoint_is_its_return_value(
+    checkpointer: Checkpointer, kind: str
+) -> None:
+    # LangGraph's update_state of an entrypoint writes as its node: the value is the state
+    # (and what the next run's previous reads), entrypoint.final(value, save) each; the
+    # paused run counts as done
+    seen = []
+    for g, cp in ((OURS, checkpointer), (THEIRS, lg_memory.InMemorySaver())):
+        calls: list[Any] = []
+        graph = previous_asking_graph(g, cp, calls)
+        await ainvoke(graph, 1)
+        update = {"value": {"z": 1}, "final": g.entrypoint.final(value="V", save="S")}.get(kind)
+        if hasattr(graph, "aupdate_state"):
+            await graph.aupdate_state(cfg("1"), update)
+            snap = await graph.aget_state(cfg("1"))
+        else:
+            await graph.update_state("1", update)
+            snap = await graph.get_state("1")
+        outs = [shown(await ainvoke(graph, 5)), shown(await ainvoke(graph, g.Command(resume=1)))]
+        seen.append((snap.values, snap.next, outs, calls))
+    assert seen[0] == seen[1]
+
+
+def callable_object_graph(g: Any, cp: Any, calls: list[Any]) -> Any:
+    class Doubler:
+        __name__ = "dbl"
+
+        async def __call__(self, x: int) -> int:
+            calls.append(x)
+            await asyncio.sleep(0)
+            return x * 2
+
+    dbl = g.task(Doubler())
+
+    class Flow:
+        __name__ = "flow"
+
+        async def __call__(self, x: int) -> int:
+            return await dbl(x) + g.interrupt("more?")
+
+    return g.entrypoint(checkpointer=cp)(Flow())
+
+
+async def test_an_async_callable_object_as_entrypoint_and_task(checkpointer: Checkpointer) -> None:
+    # an object with ``async def __call__`` is async (LangGraph's is_async_callable)
+    outs, calls = await both(callable_object_graph, checkpointer, [3, ("resume", 1)])
+    assert outs == [("interrupted", ["more?"]), 7]
+    assert calls == [3]
+
+
+class Out(TypedDict, total=False):
+    output: Any
+
+
+def task_named_node_graph(g: Any, cp: Any, calls: list[Any]) -> Any:
+    @g.task
+    def shout(text: str) -> str:
+        return text.upper()
+
+    def node(state: Out) -> Out:  # a node named as the task, writing only "output"
+        return {"output": state["output"] + "!"}
+
+    sub = g.StateGraph(Out).add_node("shout", node)
+    sub = sub.add_edge(g.START, "shout").add_edge("shout", g.END).compile()
+
+    @g.entrypoint(checkpointer=cp)
+    async def wf(text: str) -> Any:
+        loud = await shout(text)
+        if hasattr(sub, "ainvoke"):
+            out = await sub.ainvoke({"output": loud})
+        else:
+            out = (await sub.run({"output": loud})).state
+        return out["output"]
+
+    return wf
+
+
+@pytest.mark.parametrize("mode", ["updates", ["updates", "values"]])
+async def test_a_sub_graph_node_named_as_a_task_is_no_task(
+    checkpointer: Checkpointer, mode: Any
+) -> None:
+    # only a task call's update shows at the top: a sub-graph's node of that name and shape
+    # shows with subgraphs=True only, under its namespace
+    seen = []
+    for g, cp in ((OURS, checkpointer), (THEIRS, lg_memory.InMemorySaver())):
+        graph = task_named_node_graph(g, cp, [])
+        flat = await streamed(graph, "hi", "s", mode=mode)
+        nested = await streamed(graph, "ho", "t", mode=mode, subgraphs=True)
+        seen.append((flat, [shaped(i) for i in nested]))
+    assert seen[0] == seen[1]
+
+
+async def test_an_entrypoints_history_shows_its_task_result_as_the_return_value(
+    checkpointer: Checkpointer,
+) -> None:
+    # the history's checkpoint before the node ran: its task's result is what it returned
+    # (entrypoint.final's value), a PregelTask's of LangGraph's one output channel (ours has
+    # a checkpoint of its own for the input step: its __start__ task is left out)
+    seen = []
+    for g, cp in ((OURS, checkpointer), (THEIRS, lg_memory.InMemorySaver())):
+        graph = saving_graph(g, cp, [])
+        await ainvoke(graph, 3)
+        if hasattr(graph, "aget_state_history"):
+            snaps = [s async for s in graph.aget_state_history(cfg("1"))]
+        else:
+            snaps = [await graph.get_state("1", i.checkpoint_id) for i in await graph.history("1")]
+        seen.append(
+            [
+                (s.values, s.next, [(t.name, t.result) for t in s.tasks])
+                for s in snaps
+                if "__start__" not in s.next
+            ]
+        )
+    assert seen[0] == seen[1] == [(0, (), []), (None, ("graph",), [("graph", 0)])]

@@ -21,7 +21,14 @@ from tinyagents.graph.core import GraphCore, breakpoint_nodes, check_max_concurr
 from tinyagents.graph.driver import run_with_runtime, start_graph_run
 from tinyagents.graph.executor import GraphRun
 from tinyagents.graph.session import GraphSession
-from tinyagents.graph.stream import RUNTIME_MODES, GraphStream, Reader, follow, read
+from tinyagents.graph.stream import (
+    RUNTIME_MODES,
+    GraphStream,
+    Reader,
+    follow,
+    read,
+    sink_for,
+)
 from tinyagents.graph.types import CheckpointInfo, GraphResult, StateSnapshot, StateUpdate
 from tinyagents.runs.info import check_id
 
@@ -188,7 +195,7 @@ class CompiledGraph(GraphCore):
         ``interrupt_before`` / ``interrupt_after`` add breakpoints for this run, as for ``run``.
         Inside a node of a running graph it is a sub-graph call, as for ``run``.
         """
-        sink = GraphStream(mode, subgraphs=subgraphs)
+        sink = sink_for(self, mode, subgraphs)
         caller = enclosing_scope()
         is_call = thread_id is None and runtime is None and checkpoint_id is None
         max_concurrency = check_max_concurrency(max_concurrency)

@@ -180,6 +180,15 @@ def breakpoint_nodes(value: Collection[str] | str | None, nodes: Collection[str]
 class GraphCore:
     """A validated graph's structure and options; ``CompiledGraph`` is the runnable one."""
 
+    #: The ``StreamSink`` class of its streams (``graph.stream``, ``handle.stream``): None for
+    #: ``GraphStream``; an ``Entrypoint``'s shows its function's values (``graph/func.py``).
+    stream_class: Any = None
+
+    def shown_state(self, values: dict[str, Any]) -> Any:
+        """What a run's result (``GraphResult.state``, a started run's ``RunResult.output``)
+        shows of the state: the state itself; an ``Entrypoint``'s, its function's return value."""
+        return values
+
     def __init__(
         self,
         builder: DeclaredGraph,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +44,7 @@ from tinyagents.graph.managed import drive
 from tinyagents.graph.recovery import EarlierApplied, continued_run_id
 from tinyagents.graph.run_events import GraphEvents
 from tinyagents.graph.session import GraphSession, goto_problem, update_problem
-from tinyagents.graph.stream import GraphStream, follow
+from tinyagents.graph.stream import follow, sink_for
 from tinyagents.graph.task_entries import TaskEntries
 from tinyagents.harness.pausing import HoldBelow, join_holds_above
 from tinyagents.protocol.commands import (
@@ -238,8 +239,8 @@ class GraphRunDriver(RunDriver):
     def stream(self, mode: str | Iterable[str] = "values", *, subgraphs: bool = False) -> Any:
         """``handle.stream(...)``: the run's stream from now on (``CompiledGraph.stream``'s
         modes), until the run ends; leaving it early leaves the run running."""
-        sink = GraphStream(mode, subgraphs=subgraphs)
         run, handle = self.run, self.handle
+        sink = sink_for(run.graph, mode, subgraphs)
         if run.stream is not None:
             raise ConfigurationError(f"graph run {handle.run_id} is streamed already")
         run.stream = sink
@@ -436,6 +437,10 @@ async def _main(
         await session.__aexit__(None, None, None)
     if isinstance(result.error, RunCancelled):
         result.status = "cancelled"
+    # the user's view of the state (an entrypoint's: its return value), for run(runtime=) too
+    shown = run.graph.shown_state(result.state)
+    if shown is not result.state:
+        result = replace(result, state=shown)
     status = _STATUS[result.status]
     error = None if result.error is None else _described(result.error)
     outcome = RunResult(run_id=handle.run_id, status=status, output=result.state, error=error)

@@ -10,6 +10,11 @@ namespace's checkpoints, so when the entrypoint runs again from its top after an
 ``interrupt()`` (or a failure), the calls that had finished return their saved results
 without running again (LangGraph's guarantee), and one that had paused on its own
 ``interrupt()`` goes on with its answer.
+
+What a user sees is LangGraph's view, the function's: ``run``'s ``result.state``,
+``get_state().values`` and ``update_state``'s value are the return value, and a stream's
+items come through ``_EntryStream``, which knows a task call by its graph (``_TaskGraph``)
+and shows it as a task of the entrypoint, as LangGraph's.
 """
 
 from __future__ import annotations
@@ -18,14 +23,7 @@ import asyncio
 import concurrent.futures
 import functools
 import inspect
-from collections.abc import (
-    AsyncGenerator,
-    AsyncIterator,
-    Callable,
-    Generator,
-    Iterable,
-    Sequence,
-)
+from collections.abc import Callable, Generator, Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypedDict, TypeVar
@@ -36,9 +34,19 @@ from tinyagents.graph import calls
 from tinyagents.graph._context import NodeInterrupt, enclosing_scope
 from tinyagents.graph.builder import StateGraph
 from tinyagents.graph.compiled import CompiledGraph
+from tinyagents.graph.executor import GraphRun
 from tinyagents.graph.interrupts import Interrupt
-from tinyagents.graph.stream import Reader, parse_modes
-from tinyagents.graph.types import END, START, Command, RetryPolicy, StateSnapshot
+from tinyagents.graph.stream import CACHED_KEY, INTERRUPT_KEY, GraphStream
+from tinyagents.graph.tasks import Task as GraphTask
+from tinyagents.graph.tasks import shown_writes
+from tinyagents.graph.types import (
+    END,
+    START,
+    GraphResult,
+    RetryPolicy,
+    StateSnapshot,
+    StateUpdate,
+)
 from tinyagents.store.checkpoint.base import Checkpointer
 
 T = TypeVar("T")
@@ -93,10 +101,6 @@ class _EntryCall:
 
 _CALL: ContextVar[_EntryCall | None] = ContextVar("tinyagents_entrypoint_call", default=None)
 
-#: The names of the ``@task`` functions made so far: an entrypoint's stream shows a task
-#: call's update (``{name: {"output": result}}`` in the call's namespace) as ``{name: result}``
-_TASK_NAMES: set[str] = set()
-
 
 class TaskFuture(Generic[T]):
     """The pending result of a ``@task`` call (LangGraph's ``SyncAsyncFuture``): ``await`` it
@@ -145,6 +149,24 @@ class TaskFuture(Generic[T]):
         return f"<TaskFuture {self._name!r} {'done' if self.done() else 'pending'}>"
 
 
+class _TaskGraph(CompiledGraph):
+    """The one-node sub-graph of a ``@task``: a run of it is a task call (what an
+    entrypoint's stream knows a task call by, whatever its node's name and writes)."""
+
+
+class _TaskBuilder(StateGraph):
+    _compiled_class = _TaskGraph
+
+
+def _is_async(func: Callable[..., Any]) -> bool:
+    """Whether calling ``func`` gives a coroutine: an ``async def`` function, or an object
+    whose ``__call__`` is one (LangGraph's ``is_async_callable``)."""
+    if inspect.iscoroutinefunction(func):
+        return True
+    call = None if inspect.isroutine(func) else getattr(func, "__call__", None)  # noqa: B004
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
 class Task(Generic[T]):
     """A function decorated with ``@task``: calling it inside an ``@entrypoint`` (or a graph
     node) starts it and returns a ``TaskFuture``. Its result is saved with the thread, so a
@@ -162,9 +184,7 @@ class Task(Generic[T]):
         self.func = func
         self.name: str = name or getattr(func, "__name__", None) or type(func).__name__
         functools.update_wrapper(self, func)
-        is_async = inspect.iscoroutinefunction(func)
-
-        if is_async:
+        if _is_async(func):
 
             async def node(state: Any) -> dict[str, Any]:
                 args, kwargs = _ARGS.get()
@@ -188,8 +208,7 @@ class Task(Generic[T]):
                         _CALL.reset(token)
                 return {"output": out}
 
-        _TASK_NAMES.add(self.name)
-        builder = StateGraph(_TaskState).add_node(self.name, node, retry_policy=retry)
+        builder = _TaskBuilder(_TaskState).add_node(self.name, node, retry_policy=retry)
         self.graph = (
             builder.add_edge(START, self.name).add_edge(self.name, END).compile(name=self.name)
         )
@@ -249,12 +268,143 @@ def task(
     return Task(func, name=name, retry=retry_policy)
 
 
+class _EntryStream(GraphStream):
+    """An entrypoint's stream, LangGraph's views (its state is its function's return value;
+    its task calls are tasks of its own Pregel there, no sub-graphs):
+
+    - ``values``: the return value (none before the first step unless the run continues:
+      ``None``, ``Command``), ``{"__interrupt__": (...)}`` when it pauses;
+    - ``updates``: ``{name: return value}``, and each task call's ``{task: result}``;
+    - ``tasks``: the node's input is the run's input, its result ``{"__end__": value}``; a
+      task call's input ``(args, kwargs)``, its result ``{"__return__": result}`` (none for a
+      call that paused: the entrypoint's end asks its question);
+    - a task call's items are its entrypoint's (``()`` with ``subgraphs=True``): it has no
+      state of its own, and its question is asked once, by the entrypoint.
+
+    An entrypoint called inside (``other.ainvoke(...)``) shows the same way in its namespace."""
+
+    __slots__ = ("entries",)
+
+    def __init__(self, mode: str | Iterable[str], *, subgraphs: bool = False) -> None:
+        super().__init__(mode, subgraphs=subgraphs)
+        self.live = True  # a task call's items come while the entrypoint's node still runs
+        #: the namespaces of the entrypoint runs streamed: the top's, and those called inside
+        self.entries: set[str] = set()
+
+    def _caller(self, run: GraphRun) -> str | None:
+        """The namespace of the entrypoint run whose task call ``run`` is (directly, or
+        through tasks calling tasks): its items are that run's. None for any other run (a
+        task called by a graph's node shows as that graph's sub-graph)."""
+        if not isinstance(run.graph, _TaskGraph):
+            return None
+        parent = run.parent
+        while parent is not None and isinstance(parent.graph, _TaskGraph):
+            parent = parent.parent
+        if parent is None or parent.head.ns not in self.entries:
+            return None
+        return parent.head.ns
+
+    def put(self, ns: str, mode: str, payload: Any) -> None:
+        if ns in self.entries:  # an entrypoint's own item: its function's view
+            payload = _entry_view(mode, payload)
+        super().put(ns, mode, payload)
+
+    def step(self, run: GraphRun, step: Any) -> None:
+        if self._caller(run) is None:
+            super().step(run, step)
+
+    def subgraph_started(self, run: GraphRun) -> None:
+        if isinstance(run.graph, Entrypoint):
+            self.entries.add(run.head.ns)
+            if run.input_written is not None:
+                return  # the state before the first step of a new input: LangGraph shows none
+        if self._caller(run) is None:
+            super().subgraph_started(run)
+
+    def task_started(self, run: GraphRun, task: GraphTask) -> None:
+        caller = self._caller(run)
+        if caller is None:
+            super().task_started(run, task)
+        elif self.tasks:
+            args, kwargs = _ARGS.get(((), {}))
+            payload = {"id": task.id, "name": task.node, "input": (args, kwargs)}
+            GraphStream.put(self, caller, "tasks", payload)
+
+    def task_finished(self, run: GraphRun, task: GraphTask, error: BaseException | None) -> None:
+        caller = self._caller(run)
+        if caller is None:
+            super().task_finished(run, task, error)
+        elif self.tasks and (task.writes is not None or error is not None):
+            writes = dict(shown_writes(task) or ())
+            payload: dict[str, Any] = {
+                "id": task.id,
+                "name": task.node,
+                "result": {"__return__": writes["output"]} if "output" in writes else {},
+                "error": error,
+                "interrupts": [],
+            }
+            GraphStream.put(self, caller, "tasks", payload)
+
+    def wrote(self, run: GraphRun, task: GraphTask) -> None:
+        caller = self._caller(run)
+        if caller is None:
+            super().wrote(run, task)
+        elif self.updates and task.writes is not None:
+            output = dict(shown_writes(task) or ()).get("output")
+            GraphStream.put(self, caller, "updates", {task.node: output})
+
+    def cached(self, run: GraphRun, task: GraphTask) -> None:
+        caller = self._caller(run)
+        if caller is None:
+            super().cached(run, task)
+        elif self.updates:
+            output = dict(shown_writes(task) or ()).get("output")
+            update = {task.node: output, CACHED_KEY: {"cached": True}}
+            GraphStream.put(self, caller, "updates", update)
+
+    def custom(self, run: GraphRun, task_id: str, value: Any) -> None:
+        caller = self._caller(run)
+        if caller is None:
+            super().custom(run, task_id, value)
+        elif "custom" in self.modes:
+            GraphStream.put(self, caller, "custom", value)
+
+
+def _entry_view(mode: str, payload: Any) -> Any:
+    """An item of the entrypoint's own run as LangGraph shows it (see ``_EntryStream``)."""
+    if mode == "values":
+        if INTERRUPT_KEY in payload:
+            return {INTERRUPT_KEY: payload[INTERRUPT_KEY]}
+        return payload.get("output")
+    if mode == "updates":
+        return {
+            k: v.get("output") if k != INTERRUPT_KEY and isinstance(v, dict) else v
+            for k, v in payload.items()
+        }
+    if mode == "tasks":
+        if "result" not in payload:  # its start: the run's input
+            return {**payload, "input": (payload.get("input") or {}).get("input")}
+        result = payload["result"]
+        return {**payload, "result": {"__end__": result["output"]} if "output" in result else {}}
+    return payload
+
+
 class Entrypoint(CompiledGraph):
     """What ``@entrypoint`` makes: a ``CompiledGraph`` of one node that runs the function.
     ``run(input, thread_id=...)`` passes ``input`` (any value) as the function's first
-    argument; ``result.state["output"]`` is what it returned (``ainvoke``/``invoke`` return
-    it alone, as LangGraph's). ``None`` continues the thread, and a ``Command`` resumes it,
-    as for any graph."""
+    argument. ``None`` continues the thread, and a ``Command`` resumes it, as for any graph.
+
+    Its state (``input``, ``output``: what the function returned, ``previous``: what it
+    saved) is shown as the function's, LangGraph's view: ``result.state`` of ``run`` (and a
+    started run's ``RunResult.output``), ``get_state().values`` and ``values`` stream items
+    are the return value (the last one, None before it first returned); ``update_state``
+    takes one; the ``updates`` and ``tasks`` stream items are LangGraph's (``_EntryStream``).
+    ``ainvoke``/``invoke`` return the value alone, or ``{"__interrupt__": [...]}``."""
+
+    stream_class = _EntryStream
+
+    def shown_state(self, values: dict[str, Any]) -> Any:
+        return values.get("output")
 
     async def start_input(
         self, head: Any, data: Any, cp: Checkpointer | None, recursion_limit: int
@@ -263,6 +413,14 @@ class Entrypoint(CompiledGraph):
 
     async def check_input(self, head: Any, data: Any, recursion_limit: int) -> None:
         await super().check_input(head, {"input": data}, recursion_limit)
+
+    async def run(self, input: Any = None, **kwargs: Any) -> GraphResult:
+        """As ``CompiledGraph.run``; ``result.state`` is what the function returned (its
+        last return value when the run paused: None before it first returned)."""
+        result = await super().run(input, **kwargs)
+        if kwargs.get("runtime") is not None:
+            return result  # shown by the run's driver, as a started run's
+        return replace(result, state=self.shown_state(result.state))
 
     async def ainvoke(
         self, input: Any, config: dict[str, Any] | None = None, *, thread_id: str | None = None
@@ -275,7 +433,7 @@ class Entrypoint(CompiledGraph):
         result = (await self.run(input, thread_id=thread_id)).raise_for_status()
         if result.status == "interrupted":
             return {"__interrupt__": list(result.interrupts)}
-        return result.state.get("output")
+        return result.state
 
     def invoke(
         self, input: Any, config: dict[str, Any] | None = None, *, thread_id: str | None = None
@@ -288,68 +446,52 @@ class Entrypoint(CompiledGraph):
         self, thread_id: str, checkpoint_id: str | None = None, *, subgraphs: bool = False
     ) -> StateSnapshot:
         """As ``CompiledGraph.get_state``, its ``values`` LangGraph's: what the function last
-        returned (``final.value``), None before it first returned."""
+        returned (``final.value``), None before it first returned. Its task has no
+        ``state`` with ``subgraphs=True`` (LangGraph's task calls are no sub-graphs), and a
+        finished one's ``result`` is the value it returned."""
         snap = await super().get_state(thread_id, checkpoint_id, subgraphs=subgraphs)
-        returned: Any = snap.values.get("output")  # any value, where a graph's is a dict
-        return replace(snap, values=returned)
+        tasks = tuple(replace(t, states=(), result=_task_result(t.result)) for t in snap.tasks)
+        return replace(snap, values=self.shown_state(snap.values), tasks=tasks)
 
-    def stream(
+    async def update_state(
         self,
-        input: Any = None,
+        thread_id: str,
+        update: Any,
         *,
-        mode: str | Iterable[str] = "values",
-        subgraphs: bool = False,
-        **kwargs: Any,
-    ) -> AsyncIterator[Any]:
-        """As ``CompiledGraph.stream``, its ``values`` and ``updates`` items LangGraph's: a
-        ``values`` item is the return value (the state before the first step only when the
-        run resumes or continues: ``Command``, None), an ``updates`` item ``{name: return
-        value}``, and each task call's ``{task: result}`` (at the top, ``()`` with
-        ``subgraphs=True``); ``{"__interrupt__": (...)}`` when it pauses, in both."""
-        modes, single = parse_modes(mode)
-        if "values" not in modes and "updates" not in modes:
-            return super().stream(input, mode=mode, subgraphs=subgraphs, **kwargs)
-        # every item with its mode and namespace: a task call's update is a sub-graph's
-        items = super().stream(input, mode=modes, subgraphs=True, **kwargs)
-        began = input is None or isinstance(input, Command)
-        if isinstance(items, Reader):  # translated inside it: a reader dropped after a
-            # ``break`` still tells the checkpointer that it lets go of the thread
-            items.items = self._translated(items.items, single, subgraphs, began)
-            return items
-        return self._translated(items, single, subgraphs, began)
+        as_node: str | None = None,
+        checkpoint_id: str | None = None,
+        ns: str = "",
+    ) -> str:
+        """As LangGraph's ``update_state`` of an entrypoint: ``update`` (any value) is written
+        as the function's return: the state, and what the next run's ``previous`` reads
+        (``entrypoint.final(value=..., save=...)`` each); the run it paused counts as done.
+        ``as_node="__copy__"`` and ``ns`` (a task call's namespace) are as for any graph."""
+        if as_node == "__copy__" or ns:
+            return await super().update_state(
+                thread_id, update, as_node=as_node, checkpoint_id=checkpoint_id, ns=ns
+            )
+        return await super().update_state(
+            thread_id,
+            _returned(update),
+            as_node=as_node or next(iter(self.nodes)),
+            checkpoint_id=checkpoint_id,
+        )
 
-    async def _translated(
-        self, items: AsyncIterator[Any], single: bool, subgraphs: bool, began: bool
-    ) -> AsyncGenerator[Any, None]:
-        try:
-            async for ns, mode, payload in items:
-                if ns:
-                    task_update = _task_update(payload) if mode == "updates" else None
-                    if task_update is not None:
-                        ns, payload = (), task_update
-                    elif not subgraphs:
-                        continue
-                elif mode == "values":
-                    if not began:  # the state before the first step: LangGraph shows none
-                        began = True
-                        continue
-                    if "__interrupt__" in payload:
-                        payload = {"__interrupt__": payload["__interrupt__"]}
-                    else:
-                        payload = payload.get("output")
-                elif mode == "updates":
-                    payload = {
-                        k: v["output"] if isinstance(v, dict) and "output" in v else v
-                        for k, v in payload.items()
-                    }
-                if subgraphs:
-                    yield (ns, payload) if single else (ns, mode, payload)
-                else:
-                    yield payload if single else (mode, payload)
-        finally:
-            close = getattr(items, "aclose", None)
-            if close is not None:
-                await close()
+    async def bulk_update_state(
+        self, thread_id: str, supersteps: Sequence[Sequence[StateUpdate]]
+    ) -> str:
+        """As ``update_state`` for each update (``CompiledGraph.bulk_update_state``)."""
+        node = next(iter(self.nodes))
+        mapped = [
+            [
+                u
+                if u.as_node == "__copy__"
+                else StateUpdate(values=_returned(u.values), as_node=u.as_node or node)
+                for u in step
+            ]
+            for step in supersteps
+        ]
+        return await super().bulk_update_state(thread_id, mapped)
 
     def _as_node(self) -> Any:
         """As a node of a ``StateGraph`` (LangGraph's way): a function node that calls the
@@ -364,6 +506,18 @@ class Entrypoint(CompiledGraph):
 
     def __repr__(self) -> str:
         return f"<Entrypoint {self.name!r}>"
+
+
+def _task_result(result: dict[str, Any] | None) -> Any:
+    """A finished entrypoint task's ``result`` as LangGraph's: the value it returned."""
+    return result["output"] if result is not None and "output" in result else result
+
+
+def _returned(value: Any) -> dict[str, Any]:
+    """The state of a function that returned ``value`` (an ``entrypoint.final`` or not)."""
+    if isinstance(value, entrypoint.final):
+        return {"output": value.value, "previous": value.save}
+    return {"output": value, "previous": value}
 
 
 class _EntryBuilder(StateGraph):
@@ -403,9 +557,8 @@ class entrypoint:
         if not params:
             raise ValueError("an entrypoint function must have at least one parameter")
         takes_previous = any(p.name == "previous" for p in params[1:])
-        is_async = inspect.iscoroutinefunction(func)
+        is_async = _is_async(func)
         node_name = getattr(func, "__name__", type(func).__name__)
-        final = entrypoint.final
 
         async def node(state: Any) -> dict[str, Any]:
             call = _EntryCall(asyncio.get_running_loop())
@@ -435,9 +588,7 @@ class entrypoint:
             finally:
                 call.ended = True
                 _CALL.reset(token)
-            if isinstance(out, final):
-                return {"output": out.value, "previous": out.save}
-            return {"output": out, "previous": out}
+            return _returned(out)
 
         builder = _EntryBuilder(_EntryState).add_node(
             node_name, node, retry_policy=self.retry_policy
@@ -446,16 +597,6 @@ class entrypoint:
         made = builder.compile(checkpointer=self.checkpointer, name=self.name or node_name)
         assert isinstance(made, Entrypoint)
         return made
-
-
-def _task_update(payload: Any) -> dict[str, Any] | None:
-    """A task call's update (``{name: {"output": result}}``) as ``{name: result}``; None
-    for any other."""
-    if isinstance(payload, dict) and len(payload) == 1:
-        ((name, writes),) = payload.items()
-        if name in _TASK_NAMES and isinstance(writes, dict) and writes.keys() == {"output"}:
-            return {name: writes["output"]}
-    return None
 
 
 def _merged(first: list[Interrupt], more: list[Interrupt]) -> NodeInterrupt:

@@ -72,6 +72,12 @@ def _asks(modes: frozenset[str]) -> tuple[frozenset[str], bool, bool, bool, bool
 _ONE = {m: _asks(frozenset({m})) for m in MODES}
 
 
+def sink_for(graph: Any, mode: str | Iterable[str], subgraphs: bool) -> GraphStream:
+    """The stream sink of a run of ``graph`` (its ``stream_class``, else ``GraphStream``)."""
+    made: GraphStream = (graph.stream_class or GraphStream)(mode, subgraphs=subgraphs)
+    return made
+
+
 def namespace(ns: str) -> tuple[str, ...]:
     """A run's checkpoint namespace as LangGraph's tuple of ``"node:task_id"`` segments."""
     return tuple(ns.split("|")) if ns else ()
@@ -528,5 +534,6 @@ __all__ = [
     "namespace",
     "parse_modes",
     "read",
+    "sink_for",
     "snapshot",
 ]

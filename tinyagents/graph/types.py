@@ -246,7 +246,8 @@ class RetryPolicy(FrozenRecord):
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class GraphResult(Record):
-    """What ``graph.run`` returns: the final (or paused) state and any pending interrupts."""
+    """What ``graph.run`` returns: the final (or paused) state and any pending interrupts.
+    An ``Entrypoint``'s ``state`` is its function's return value, any value."""
 
     status: GraphStatus
     state: dict[str, Any]
