@@ -464,8 +464,10 @@ async def test_a_started_entrypoints_result_and_stream_show_its_values(
         ((), "updates", {"flow": "A yes"}),
         ((), "values", "A yes"),
     ]
+    # the node's input and result, and the start (alone) of the task call it had finished
     assert [p.get("input", p.get("result")) for _, mode, p in items if mode == "tasks"] == [
         "a",
+        (("a",), {}),
         {"__end__": "A yes"},
     ]
     again = await flow.run("b", thread_id="r")

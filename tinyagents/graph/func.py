@@ -38,7 +38,7 @@ from tinyagents.graph.executor import GraphRun
 from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.stream import CACHED_KEY, INTERRUPT_KEY, GraphStream
 from tinyagents.graph.tasks import Task as GraphTask
-from tinyagents.graph.tasks import shown_writes
+from tinyagents.graph.tasks import shown_writes, task_id
 from tinyagents.graph.types import (
     END,
     START,
@@ -277,7 +277,8 @@ class _EntryStream(GraphStream):
     - ``updates``: ``{name: return value}``, and each task call's ``{task: result}``;
     - ``tasks``: the node's input is the run's input, its result ``{"__end__": value}``; a
       task call's input ``(args, kwargs)``, its result ``{"__return__": result}`` (none for a
-      call that paused: the entrypoint's end asks its question);
+      call that paused: the entrypoint's end asks its question; a call that had finished
+      shows its start again on resume, alone);
     - a task call's items are its entrypoint's (``()`` with ``subgraphs=True``): it has no
       state of its own, and its question is asked once, by the entrypoint.
 
@@ -318,8 +319,20 @@ class _EntryStream(GraphStream):
             self.entries.add(run.head.ns)
             if run.input_written is not None:
                 return  # the state before the first step of a new input: LangGraph shows none
-        if self._caller(run) is None:
+        caller = self._caller(run)
+        if caller is None:
             super().subgraph_started(run)
+        elif self.tasks and not run.head.frontier and run.input_written is None:
+            # a call that had finished, its saved result returned: LangGraph shows its start
+            # again (its task is scheduled, its write found), with no end
+            node = next(iter(run.graph.nodes))
+            head = run.head
+            payload = {
+                "id": task_id((head.lineage, head.ns, head.step), node, 0),
+                "name": node,
+                "input": _ARGS.get(((), {})),
+            }
+            GraphStream.put(self, caller, "tasks", payload)
 
     def task_started(self, run: GraphRun, task: GraphTask) -> None:
         caller = self._caller(run)
