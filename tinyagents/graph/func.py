@@ -23,10 +23,10 @@ import asyncio
 import concurrent.futures
 import functools
 import inspect
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Collection, Generator, Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from typing import Any, Generic, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
 
 from tinyagents._threads import in_own_thread
 from tinyagents.errors import GraphError, SyncInAsyncError
@@ -48,6 +48,9 @@ from tinyagents.graph.types import (
     StateUpdate,
 )
 from tinyagents.store.checkpoint.base import Checkpointer
+
+if TYPE_CHECKING:
+    from tinyagents.runs.host import RunHost
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -427,11 +430,31 @@ class Entrypoint(CompiledGraph):
     async def check_input(self, head: Any, data: Any, recursion_limit: int) -> None:
         await super().check_input(head, {"input": data}, recursion_limit)
 
-    async def run(self, input: Any = None, **kwargs: Any) -> GraphResult:
+    async def run(
+        self,
+        input: Any = None,
+        *,
+        thread_id: str | None = None,
+        runtime: RunHost | None = None,
+        checkpoint_id: str | None = None,
+        recursion_limit: int | None = None,
+        max_concurrency: int | None = None,
+        interrupt_before: Collection[str] | str = (),
+        interrupt_after: Collection[str] | str = (),
+    ) -> GraphResult:
         """As ``CompiledGraph.run``; ``result.state`` is what the function returned (its
         last return value when the run paused: None before it first returned)."""
-        result = await super().run(input, **kwargs)
-        if kwargs.get("runtime") is not None:
+        result = await super().run(
+            input,
+            thread_id=thread_id,
+            runtime=runtime,
+            checkpoint_id=checkpoint_id,
+            recursion_limit=recursion_limit,
+            max_concurrency=max_concurrency,
+            interrupt_before=interrupt_before,
+            interrupt_after=interrupt_after,
+        )
+        if runtime is not None:
             return result  # shown by the run's driver, as a started run's
         return replace(result, state=self.shown_state(result.state))
 
