@@ -44,8 +44,8 @@ Each test is a probe that found something (named in its comment). What was probe
   refusals (``ConfigurationError``, ``InvalidIdError``, ``UnknownTargetError``);
   ``RunLimits`` edge values (1e-300 s deadlines and tool timeouts, 10**100 calls,
   ``max_tool_calls=0``, ``max_tokens=1``) end as their limits say (a ``RunLimits`` value
-  of the wrong kind is pydantic's ``ValidationError``, as ``tests/runs/test_run_limits.py``
-  pins: left as it is);
+  of the wrong kind is an ``ArgumentError``, a ``ConfigurationError`` and ``ValueError``, as
+  ``tests/runs/test_run_limits.py`` pins);
 - graph steering of a running and of an interrupted run: updates with unknown keys,
   redirects to unknown nodes or ``START`` (rejected at submit), approvals of unknown nodes
   or tasks (rejected, not found), agent-only kinds (rejected); the runtime closed with the

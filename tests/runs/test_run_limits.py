@@ -7,9 +7,9 @@ import math
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
 
 from tinyagents import RunLimits
+from tinyagents.errors import ArgumentError, ConfigurationError
 from tinyagents.runs import RunInfo
 
 
@@ -24,11 +24,20 @@ from tinyagents.runs import RunInfo
         {"tool_timeout_s": math.inf},
         {"deadline_s": math.nan},
         {"max_tokens": "100"},
+        {"max_turns": "x"},  # no such limit
+        {"behavior": "stop"},
     ],
 )
 def test_limits_that_are_no_numbers_or_not_finite_are_refused(limits: dict[str, Any]) -> None:
-    with pytest.raises(ValidationError, match=next(iter(limits))):
+    # a typed refusal, as every configuration error is (ArgumentError: a ConfigurationError
+    # and, as pydantic's ValidationError was, a ValueError), naming RunLimits and the field
+    with pytest.raises(ArgumentError, match=rf"RunLimits.*{next(iter(limits))}") as raised:
         RunLimits(**limits)
+    assert isinstance(raised.value, ConfigurationError) and isinstance(raised.value, ValueError)
+    with pytest.raises(ArgumentError, match=next(iter(limits))):
+        RunLimits.model_validate(limits)
+    with pytest.raises(ArgumentError, match=next(iter(limits))):
+        RunLimits.model_validate_json(json.dumps(limits, allow_nan=True))
 
 
 def test_limits_read_back_from_their_json() -> None:
@@ -74,7 +83,7 @@ async def test_a_runtime_refuses_a_blank_tenant_before_anything_runs() -> None:
 )
 def test_replace_checks_the_changes_as_the_constructor_does(changes: dict[str, Any]) -> None:
     limits = RunLimits(max_model_calls=3)
-    with pytest.raises(ValidationError, match=next(iter(changes))):
+    with pytest.raises(ArgumentError, match=next(iter(changes))):
         limits.replace(**changes)
     assert limits.replace(max_model_calls=5, deadline_s=2) == RunLimits(
         max_model_calls=5, deadline_s=2.0
@@ -101,9 +110,9 @@ def test_a_limit_too_long_to_write_as_json_is_refused(field: str) -> None:
     """``RunLimits(max_model_calls=10**5000)`` was taken: the run's snapshot could then not be
     written as JSON (Python writes no integer past 4300 digits), so a durable runtime never
     saved the run and its close raised a bare ValueError."""
-    with pytest.raises(ValidationError, match=f"(?s){field}.*more than 4000 digits"):
+    with pytest.raises(ArgumentError, match=f"(?s){field}.*more than 4000 digits"):
         RunLimits(**{field: 10**5000})
-    with pytest.raises(ValidationError, match="more than 4000 digits"):
+    with pytest.raises(ArgumentError, match="more than 4000 digits"):
         RunLimits().replace(**{field: 10**4000})
     huge = RunLimits(**{field: 10**3999})  # as large as a command's integers may be
     assert RunLimits.model_validate_json(huge.model_dump_json()) == huge

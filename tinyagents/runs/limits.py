@@ -7,11 +7,12 @@ effective limits are never above its parent's remaining budget (``bounded_by``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tinyagents._record import Record
+from tinyagents.errors import ArgumentError, kind_of
 from tinyagents.protocol.commands import INT_BOUND, MAX_INT_DIGITS
 
 #: The limit fields that budgets (``update_budget``) may change.
@@ -34,9 +35,37 @@ class RunLimits(BaseModel):
     prefixed with a ``[partial: …]`` line; with ``Agent(output_type=...)`` it is the typed
     output the run's text holds, and text holding none raises ``RunLimitExceeded``). The run's
     status is ``limit_exceeded`` either way.
+
+    A value it does not take (``RunLimits(max_model_calls="3")``, ``max_turns=5``, a NaN
+    deadline) raises ``ArgumentError`` naming the field, from the constructor,
+    ``model_validate``, ``model_validate_json`` and ``replace`` alike: a ``ConfigurationError``
+    as every wrong configuration is, and a ``ValueError`` as pydantic's ``ValidationError``
+    was.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    if not TYPE_CHECKING:  # type checkers keep the __init__ pydantic declares, field by field
+
+        def __init__(self, /, **data: Any) -> None:
+            try:
+                super().__init__(**data)
+            except ValidationError as exc:
+                raise _refused(exc) from None
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except ValidationError as exc:
+            raise _refused(exc) from None
+
+    @classmethod
+    def model_validate_json(cls, json_data: Any, *args: Any, **kwargs: Any) -> Self:
+        try:
+            return super().model_validate_json(json_data, *args, **kwargs)
+        except ValidationError as exc:
+            raise _refused(exc) from None
 
     # strict: a boolean is no count (True was a limit of one); finite: a snapshot is JSON
     max_model_calls: int | None = Field(default=None, gt=0, strict=True)
@@ -73,7 +102,7 @@ class RunLimits(BaseModel):
 
     def replace(self, **changes: Any) -> RunLimits:
         """These limits with ``changes``, checked as the constructor checks them (an unknown
-        name or a value it refuses is a ``ValidationError``)."""
+        name or a value it refuses is an ``ArgumentError``)."""
         checked = RunLimits.model_validate(changes)  # the changes alone: a limit bounded_by
         # lowered to 0 stays as it is
         return self.model_copy(update={name: getattr(checked, name) for name in changes})
@@ -90,6 +119,20 @@ class RunLimits(BaseModel):
         # model_copy, not replace: a parent with nothing left lowers a limit to 0, which the
         # constructor refuses for some (the child's first call then ends it limit_exceeded)
         return self.model_copy(update=changes) if changes else self
+
+
+def _refused(exc: ValidationError) -> ArgumentError:
+    """The ``ArgumentError`` for limits pydantic refused: each field, what is wrong and the
+    kind of value given (not the value: an integer past 4300 digits has no ``repr``)."""
+    for err in exc.errors(include_url=False):
+        cause = (err.get("ctx") or {}).get("error")
+        if isinstance(cause, ArgumentError):  # the constructor's own, from model_validate
+            return ArgumentError(str(cause))
+    problems = "; ".join(
+        f"{'.'.join(map(str, err['loc'])) or 'limits'}: {err['msg']} (got {kind_of(err['input'])})"
+        for err in exc.errors(include_url=False)
+    )
+    return ArgumentError(f"RunLimits: {problems}")
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
