@@ -49,7 +49,7 @@ async def test_an_output_validator_sends_the_model_back_with_its_message() -> No
     result = await agent.run("Hello")
     assert (result.status, result.output) == (RunStatus.COMPLETED, Foo(a=42, b="foo"))
     (ask,) = asks(model.requests[1])
-    assert ask.role == "user" and ask.content.startswith('"a" should be 42')
+    assert ask.role == "user" and ask.content.startswith('Validation feedback:\n"a" should be 42')
     assert [(r, m) for _, r, m in seen] == [(0, 1), (1, 1)]
     assert validate_output.__name__ == "validate_output"  # the decorator gives it back
 
@@ -164,7 +164,7 @@ async def test_an_output_validator_checks_text_output_too() -> None:
 
     result = await agent.run("Hello")
     assert (result.status, result.output) == (RunStatus.COMPLETED, "good!")
-    assert asks(model.requests[1])[0].content.startswith("say good")
+    assert asks(model.requests[1])[0].content.startswith("Validation feedback:\nsay good")
 
 
 async def test_an_output_validator_may_return_none() -> None:

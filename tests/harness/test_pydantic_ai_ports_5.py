@@ -77,7 +77,7 @@ async def test_a_union_answer_whose_data_does_not_fit_its_kind_is_sent_back() ->
     result = await Agent("a", model, output_type=[Apple, Banana]).run("What fruit is it?")
     assert (result.status, result.output) == (RunStatus.COMPLETED, Apple(color="green"))
     (ask,) = asks(model.requests[1])
-    assert "color: Field required" in ask
+    assert '"loc": [\n      "color"\n    ],\n    "msg": "Field required"' in ask
 
 
 async def test_a_union_answer_of_an_unknown_kind_is_sent_back() -> None:
@@ -92,7 +92,7 @@ async def test_a_union_answer_of_an_unknown_kind_is_sent_back() -> None:
     result = await Agent("a", model, output_type=[Apple, Banana]).run("What fruit is it?")
     assert (result.status, result.output) == (RunStatus.COMPLETED, Banana(length=6.0))
     (ask,) = asks(model.requests[1])
-    assert "result.kind: Input should be 'Apple' or 'Banana'" in ask
+    assert '"msg": "Input should be \'Apple\' or \'Banana\'",\n    "input": "Cherry"' in ask
 
 
 async def test_a_union_answer_of_an_unknown_kind_past_the_output_retries_fails_the_run() -> None:

@@ -207,7 +207,10 @@ async def test_a_text_answer_to_output_functions_alone_is_asked_for_a_call() -> 
     model = ScriptedModel(["it is sunny", tool_call("final_result", city="Mexico City")])
     result = await Agent("a", model, output_type=get_weather).run("go")
     assert result.output == Weather(temperature=28.7, description="sunny"), result.error
-    assert model.requests[1].messages[-1].content == "Please include your response in a tool call."
+    assert model.requests[1].messages[-1].content == (
+        "Validation feedback:\nPlease include your response in a tool call.\n\n"
+        "Fix the errors and try again."
+    )
     model = ScriptedModel(["text", "text again"])
     result = await Agent("a", model, output_type=get_weather).run("go")
     assert result.status == RunStatus.FAILED
@@ -406,7 +409,8 @@ async def test_output_type_text_output_function_with_retry() -> None:
     result = await Agent("a", model, output_type=TextOutput(weather)).run("New York City")
     assert result.output == Weather(temperature=28.7, description="sunny"), result.error
     assert model.requests[1].messages[-1].content == (
-        "City not found, I only know Mexico City\n\nFix the errors and try again."
+        "Validation feedback:\nCity not found, I only know Mexico City\n\n"
+        "Fix the errors and try again."
     )
 
 

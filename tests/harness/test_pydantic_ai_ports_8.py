@@ -432,7 +432,7 @@ async def test_a_scalar_answer_that_does_not_validate_is_sent_back() -> None:
     result = await Agent("a", model, output_type=int).run("go")
     assert result.output == 3, result.error
     sent = model.requests[1].messages[-1].content
-    assert "response: Input should be a valid integer" in sent
+    assert '"loc": [\n      "response"\n    ],\n    "msg": "Input should be a valid integer' in sent
 
 
 async def test_result_list_of_models_with_stringified_response() -> None:

@@ -143,6 +143,10 @@ ASKED: Any = object()
 #: What a text answer to an agent whose output is given through its output tools alone
 #: (``output_type=fn``, ``ToolOutput(...)``) is answered, in pydantic-ai's words.
 TEXT_NOT_OUTPUT = "Please include your response in a tool call."
+#: What a retry prompt of no tool call starts with, when it is a message (a validator's
+#: ``ModelRetry``, ``TEXT_NOT_OUTPUT``), as pydantic-ai's ``RetryPromptPart.model_response()``
+#: writes one without a ``tool_name``; it ends "Fix the errors and try again.".
+VALIDATION_FEEDBACK = "Validation feedback:\n"
 #: The names of pydantic-ai's output tools (``final_result``, ``final_result_<Name>``).
 _FINAL_RESULT = re.compile(r"final_result(_\w+)?\Z")
 #: What ``_run_calls`` returns for a batch of tool calls that gave no output (no call of an
@@ -680,7 +684,7 @@ class AgentRun(RunDriver):
                 output = response.text
         except ValidationError as exc:
             problems = validation_problems(exc, whole="answer")
-            if output_type is not None and not agent.output_native:
+            if output_type is not None:  # native or prompted: pydantic-ai sends its errors
                 errors = _retry_errors(exc)
         except InvalidArguments as exc:  # text a TextOutput's constrained str refuses
             problems = _argument_problems(exc, whole="answer")
@@ -724,26 +728,19 @@ class AgentRun(RunDriver):
                 f"told what was wrong: {problems}{why}",
                 model=response.model,
             )
-        if not_output:  # the ask is pydantic-ai's alone
-            ask = TEXT_NOT_OUTPUT
-        elif refused is not None:  # as pydantic-ai words a retry prompt
-            ask = f"{refused}\n\nFix the errors and try again."
-        elif errors is not None:  # PromptedOutput: no response format to point at
+        if refused is not None:  # as pydantic-ai words a retry prompt of no tool call
+            ask = f"{VALIDATION_FEEDBACK}{refused}\n\nFix the errors and try again."
+        elif errors is not None:  # pydantic-ai's words, for native and prompted output alike
             ask = (
                 f"{errors}\n\n"
                 + ("It was cut off at the output token limit: answer shorter. " if cut else "")
                 + "Fix the errors and try again."
             )
-        else:
-            name = output_type.__name__ if output_type is not None else "text"
+        else:  # text a TextOutput function's constrained argument refuses
             ask = (
-                f"Your answer is not valid {name} output: {problems}. "
+                f"Your answer is not valid text output: {problems}. "
                 + ("It was cut off at the output token limit: answer shorter. " if cut else "")
-                + (
-                    "Answer again with only the JSON of the response format, fixed."
-                    if output_type is not None
-                    else "Fix the errors and try again."
-                )
+                + "Fix the errors and try again."
             )
         messages.append(Message(role="user", content=ask, metadata={"retry": INVALID_OUTPUT}))
         return ASKED
