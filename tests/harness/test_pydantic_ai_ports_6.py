@@ -223,15 +223,18 @@ def test_a_tool_named_as_an_output_tool_is_refused() -> None:
     Agent("a", ScriptedModel(["x"]), tools=[final_result], output_type=Foo)  # no output tools
 
 
-def test_a_union_with_text_of_other_types_is_still_refused() -> None:
-    # None has no tool of its own (a bare type, int, has: test_pydantic_ai_ports_8.py).
+def test_a_union_with_text_of_other_types_is_read_as_pydantic_ai_reads_it() -> None:
+    # a bare type (int) has a tool of its own (test_pydantic_ai_ports_8.py), and so has None
+    # beside other outputs (final_result_NoneType; test_pydantic_ai_ports_9.py); None beside
+    # text alone is text or nothing.
     assert list(Agent("a", ScriptedModel(["x"]), output_type=[Foo, int, str]).output_tools) == [
         "final_result_Foo",
         "final_result_int",
     ]
-    for output_type in (Foo | None, [str, None]):
-        with pytest.raises(ConfigurationError, match="output_type"):
-            Agent("a", ScriptedModel(["x"]), output_type=output_type)
+    agent = Agent("a", ScriptedModel(["x"]), output_type=[Foo, str, None])
+    assert list(agent.output_tools) == ["final_result_Foo", "final_result_NoneType"]
+    agent = Agent("a", ScriptedModel(["x"]), output_type=[str, None])
+    assert agent.output_tools == {} and agent.allows_none
     assert Agent("a", ScriptedModel(["x"]), output_type=[str]).output_tools == {}
 
 

@@ -8,9 +8,26 @@ unless said otherwise). Where we behave differently on purpose, the test says wh
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+import dataclasses
+import json
+from typing import Optional
 
-from tinyagents import Agent, ModelRetry, PromptedOutput, TextOutput, ToolOutput
+import pytest
+from pydantic import BaseModel
+from typing_extensions import TypedDict
+
+from tinyagents import (
+    Agent,
+    ModelRetry,
+    NativeOutput,
+    PromptedOutput,
+    RunStatus,
+    TextOutput,
+    ToolOutput,
+    tool,
+)
+from tinyagents.errors import ConfigurationError
+from tinyagents.harness import ModelResponse
 from tinyagents.testkit import ScriptedModel, tool_call
 
 
@@ -108,3 +125,184 @@ async def test_a_native_answer_that_does_not_validate_is_sent_back_as_its_errors
         "```\n\n"
         "Fix the errors and try again."
     )
+
+
+# --- dataclass and TypedDict output types: an object schema, as pydantic-ai's is_model_like ---
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    label: str = "p"
+
+
+class Span(TypedDict):
+    """A span of text."""
+
+    start: int
+    end: int
+
+
+POINT_SCHEMA = {
+    "properties": {
+        "x": {"title": "X", "type": "integer"},
+        "label": {"default": "p", "title": "Label", "type": "string"},
+    },
+    "required": ["x"],
+    "title": "Point",
+    "type": "object",
+}
+
+
+async def test_a_dataclass_output_type_is_an_object_schema() -> None:
+    model = ScriptedModel(['{"x": 3}'])
+    result = await Agent("a", model, output_type=Point).run("go")
+    assert result.output == Point(x=3), result.error
+    sent = model.requests[0].response_format
+    assert sent is not None and sent.__name__ == "Point"
+    assert sent.model_json_schema() == POINT_SCHEMA
+
+
+async def test_a_typeddict_output_type_in_every_mode() -> None:
+    answer = '{"start": 1, "end": 4}'
+    for output_type in (Span, NativeOutput(Span), PromptedOutput(Span)):
+        model = ScriptedModel([answer])
+        result = await Agent("a", model, output_type=output_type).run("go")
+        assert result.output == {"start": 1, "end": 4}, result.error
+    model = ScriptedModel([tool_call("final_result", start=1, end=4)])
+    result = await Agent("a", model, output_type=ToolOutput(Span)).run("go")
+    assert result.output == {"start": 1, "end": 4}, result.error
+    (spec,) = model.requests[0].tools
+    assert spec.description == "A span of text."  # the schema's description, as pydantic-ai
+    assert spec.parameters["properties"] == {
+        "start": {"title": "Start", "type": "integer"},
+        "end": {"title": "End", "type": "integer"},
+    }
+
+
+async def test_a_dataclass_in_a_union_and_beside_text() -> None:
+    model = ScriptedModel(['{"result": {"kind": "Point", "data": {"x": 2}}}'])
+    result = await Agent("a", model, output_type=Point | Foo).run("go")
+    assert result.output == Point(x=2), result.error
+    model = ScriptedModel([tool_call("final_result_Point", x=5)])
+    agent = Agent("a", model, output_type=[Point, Span, str])
+    assert list(agent.output_tools) == ["final_result_Point", "final_result_Span"]
+    assert (await agent.run("go")).output == Point(x=5)
+
+
+async def test_a_dataclass_answer_that_does_not_validate_is_sent_back() -> None:
+    model = ScriptedModel(['{"x": "many"}', '{"x": 1}'])
+    result = await Agent("a", model, output_type=Point).run("go")
+    assert result.output == Point(x=1), result.error
+    assert '"loc": [\n      "x"\n    ]' in model.requests[1].messages[-1].content
+
+
+# --- None in a union: pydantic-ai's allows_none ---
+
+
+async def test_agent_allows_none_output_empty_response() -> None:
+    # ports test_agent_allows_none_output_empty_response
+    model = ScriptedModel([ModelResponse(text="")])
+    result = await Agent("a", model, output_type=str | None).run("hello")
+    assert result.status is RunStatus.COMPLETED and result.output is None, result.error
+    assert len(model.requests) == 1
+
+
+async def test_agent_still_fails_if_none_not_allowed() -> None:
+    # ports test_agent_still_fails_if_none_not_allowed (ours asks once, then fails)
+    model = ScriptedModel([ModelResponse(text=""), ModelResponse(text="")])
+    result = await Agent("a", model, output_type=str).run("hello")
+    assert result.status is RunStatus.FAILED
+
+
+async def test_agent_allows_none_output_after_tool() -> None:
+    # ports test_agent_allows_none_output_after_tool
+    def noop() -> str:
+        return "done"
+
+    model = ScriptedModel([tool_call("noop"), ModelResponse(text="")])
+    result = await Agent("a", model, tools=[tool(noop)], output_type=str | None).run("hello")
+    assert result.output is None and len(model.requests) == 2, result.error
+
+
+async def test_agent_allows_none_output_validator_called_and_retry() -> None:
+    # ports test_agent_allows_none_output_validator_called and ..._validator_retry
+    model = ScriptedModel([ModelResponse(text=""), "hello"])
+    agent = Agent("a", model, output_type=str | None)
+    seen: list[str | None] = []
+
+    @agent.output_validator
+    def reject_none(output: str | None) -> str | None:
+        seen.append(output)
+        if output is None:
+            raise ModelRetry("None not acceptable, please respond")
+        return output
+
+    result = await agent.run("hello")
+    assert result.output == "hello" and seen == [None, "hello"], result.error
+    assert model.requests[1].messages[-1].content == (
+        "Validation feedback:\nNone not acceptable, please respond\n\nFix the errors and try again."
+    )
+
+
+def test_agent_output_type_bare_none_error() -> None:
+    # ports test_agent_output_type_bare_none_error; output_type=None itself is text here
+    # (our default), so the refusal is of a union of None alone
+    with pytest.raises(ConfigurationError, match="other than None"):
+        Agent("a", ScriptedModel(["x"]), output_type=[None])
+
+
+async def test_agent_allows_none_output_tool_mode_none_via_tool() -> None:
+    # ports test_agent_allows_none_output_tool_mode_none_via_tool, with text beside (output
+    # tools are ours only then; without text a union is one response_format, below)
+    model = ScriptedModel([tool_call("final_result_NoneType", response=None)])
+    agent = Agent("a", model, output_type=Foo | str | None)
+    assert list(agent.output_tools) == ["final_result_Foo", "final_result_NoneType"]
+    result = await agent.run("hello")
+    assert result.output is None, result.error
+    none_tool = model.requests[0].tools[1]
+    assert none_tool.parameters == {
+        "properties": {"response": {"type": "null"}},
+        "required": ["response"],
+        "type": "object",
+    }
+
+
+async def test_a_union_with_none_is_a_member_of_the_envelope() -> None:
+    # pydantic-ai's NativeOutput of such a union: the NoneType member; an empty answer is None
+    answer = '{"result": {"kind": "NoneType", "data": {"response": null}}}'
+    for output_type in (int | None, Optional[Foo]):  # noqa: UP045 - typing.Union too
+        model = ScriptedModel([answer])
+        agent = Agent("a", model, output_type=output_type)
+        assert (await agent.run("hello")).output is None
+        sent = model.requests[0].response_format
+        assert sent is not None and sent.__name__.endswith("_or_NoneType")
+    model = ScriptedModel(['{"result": {"kind": "int", "data": {"response": 42}}}'])
+    assert (await Agent("a", model, output_type=int | None).run("hello")).output == 42
+    model = ScriptedModel([ModelResponse(text="")])
+    # ports test_agent_allows_none_output_tool_mode_empty_response
+    assert (await Agent("a", model, output_type=int | None).run("hello")).output is None
+
+
+async def test_agent_allows_none_output_native_and_prompted_structured_none() -> None:
+    # ports test_agent_allows_none_output_native_structured_none and ..._prompted_...
+    answer = json.dumps({"result": {"kind": "NoneType", "data": {"response": None}}})
+    for marker in (NativeOutput, PromptedOutput):
+        model = ScriptedModel([answer])
+        agent = Agent("a", model, output_type=marker([int, type(None)]))
+        assert (await agent.run("hello")).output is None
+
+
+async def test_agent_allows_none_output_tool_output_union_null() -> None:
+    # ports test_agent_allows_none_output_tool_output_union_null
+    model = ScriptedModel([tool_call("final_result", response=None)])
+    result = await Agent("a", model, output_type=ToolOutput(int | None)).run("hello")
+    assert result.output is None, result.error
+
+
+async def test_agent_allows_none_output_explicit_none_tool() -> None:
+    # ports test_agent_allows_none_output_explicit_none_tool
+    model = ScriptedModel([tool_call("final_result_NoneType", response=None)])
+    agent = Agent("a", model, output_type=[ToolOutput(int), ToolOutput(type(None))])
+    result = await agent.run("hello")
+    assert result.output is None, result.error

@@ -645,7 +645,9 @@ async def test_a_run_reopened_for_nothing_is_asked_again_when_a_validator_now_re
 
     assert (result.status, result.output) == (RunStatus.COMPLETED, "final, with sources")
     assert len(model.requests) == 2
-    assert model.requests[1].messages[-1].content.startswith("Validation feedback:\ncite your sources")
+    assert (
+        model.requests[1].messages[-1].content.startswith("Validation feedback:\ncite your sources")
+    )
 
 
 @pytest.mark.parametrize(

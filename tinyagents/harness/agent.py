@@ -167,6 +167,9 @@ class Agent:
         #: Whether a text answer is output: not with output tools alone (``output_type=fn``,
         #: ``ToolOutput(...)``), where the model is asked to include its answer in a call.
         self.allows_text = spec.allows_text
+        #: ``None`` is in the output type's union (``str | None``): an answer of no text and
+        #: no tool call is the output ``None``, passed through the output validators.
+        self.allows_none = spec.allows_none
         #: ``TextOutput(fn)``'s function (a ``FunctionTool`` of one text argument): a text
         #: answer is passed through it, and its return is the output.
         self.text_function = spec.text_function

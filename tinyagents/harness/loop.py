@@ -82,7 +82,7 @@ from tinyagents.harness.model import (
     parse_arguments,
 )
 from tinyagents.harness.narrowing import narrowings_below, send_narrowings, withdraw_narrowings
-from tinyagents.harness.output import OutputTool, ResponseOutput, UnionOutput
+from tinyagents.harness.output import OutputTool, unwrapped
 from tinyagents.harness.pausing import (
     HoldBelow,
     Pauses,
@@ -394,7 +394,7 @@ class AgentRun(RunDriver):
             await self.at(Boundary.BEFORE_MODEL_CALL)
             response, request_id = await self._call_model()
             await self.at(Boundary.AFTER_MODEL_RESPONSE, model_request_id=request_id)
-            if not response.tool_calls and not response.text:
+            if not response.tool_calls and not response.text and not self._none_answer(response):
                 self._ask_for_an_answer(response)  # not an answer: ask once more for one
                 await self.at(Boundary.BEFORE_LOOP_CONTINUATION)
                 continue
@@ -491,9 +491,8 @@ class AgentRun(RunDriver):
                     value = await output.function.call(call.args, ctx=ctx)
                 else:
                     assert output.model is not None
-                    value = output.model.model_validate(call.args)
-                    if isinstance(value, ResponseOutput):  # ToolOutput(int): its response
-                        value = value.output()
+                    # ToolOutput(int): its response; a dataclass's value
+                    value = unwrapped(output.model.model_validate(call.args))
             except ValidationError as exc:
                 problems = validation_problems(exc)
             except InvalidArguments as exc:
@@ -620,6 +619,12 @@ class AgentRun(RunDriver):
             self.handle.inbox.failed(cmd, reason)
         self.staged.clear()
 
+    def _none_answer(self, response: ModelResponse) -> bool:
+        """Whether ``response``, of no text and no tool call, is the output ``None``: the
+        output type allows it (``str | None``), and the model was not stopped (by its token
+        limit or a content filter), as pydantic-ai reads it."""
+        return self.agent.allows_none and (response.finish_reason or "") not in CUT_OFF
+
     def _ask_for_an_answer(self, response: ModelResponse) -> None:
         """The model gave no text and no tool call: the run cannot end on that (it ended
         ``completed`` with output ''), so the model is asked once more for an answer, as
@@ -658,8 +663,12 @@ class AgentRun(RunDriver):
         agent = self.agent
         output_type = agent.output_type
         text_function = agent.text_function
+        nothing = agent.allows_none and not response.text and not response.tool_calls
+        if nothing and not agent.output_validators:
+            return None  # ``str | None``: an answer of nothing is None (pydantic-ai's)
         if (
-            output_type is None
+            not nothing
+            and output_type is None
             and not agent.output_validators
             and text_function is None
             and agent.allows_text
@@ -671,7 +680,9 @@ class AgentRun(RunDriver):
         errors: str | None = None  # a PromptedOutput answer's, as pydantic-ai words them
         not_output = output_type is None and not agent.allows_text  # text is not the output
         try:
-            if output_type is not None:
+            if nothing:
+                output = None
+            elif output_type is not None:
                 output = read_output(output_type, response.text)
             elif not_output:  # output tools alone: pydantic-ai's words
                 raise ModelRetry(TEXT_NOT_OUTPUT)
@@ -1910,7 +1921,7 @@ def read_output(output_type: type[BaseModel], text: str) -> Any:
     """The ``output_type`` object ``text`` holds, as a run reads its answer (its JSON, in a
     markdown fence or not); raises ``ValidationError`` for text that holds none."""
     output = output_type.model_validate_json(_unfenced(text))
-    return output.output() if isinstance(output, (UnionOutput, ResponseOutput)) else output
+    return unwrapped(output)
 
 
 def _retry_errors(exc: ValidationError) -> str:

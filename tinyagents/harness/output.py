@@ -18,7 +18,11 @@ A type that is no model class (``int``, ``list[Foo]``, ``Foo | Bar`` inside a ``
 ``Literal[...]``) is wrapped as pydantic-ai wraps it (``ResponseOutput``): the ``response`` of
 an object, read as the type (or as a string of its JSON) and unwrapped; as ``output_type``
 it is that object's ``response_format``, in a union a member named by its type (``int``),
-beside text or as a ``ToolOutput`` an output tool whose arguments are that object.
+beside text or as a ``ToolOutput`` an output tool whose arguments are that object. A
+dataclass or TypedDict is read as pydantic-ai reads a model-like type (``ObjectOutput``): its
+own object schema, unwrapped. ``None`` in a union (``str | None``) is pydantic-ai's
+``allows_none`` (``OutputSpec.allows_none``): an empty answer is the output None and, where
+the output is structured, ``NoneType`` is a wrapped member of its own.
 
 pydantic-ai's output functions and markers go through the same output tools: an output
 function (``output_type=fn``) is an output tool whose arguments are its parameters and whose
@@ -51,8 +55,10 @@ from pydantic import (
     ValidatorFunctionWrapHandler,
     WrapValidator,
     create_model,
+    model_validator,
 )
 from pydantic.json_schema import models_json_schema
+from typing_extensions import is_typeddict
 
 from tinyagents._record import Record
 from tinyagents.errors import ConfigurationError, UnsupportedOutputError, kind_of
@@ -61,6 +67,7 @@ from tinyagents.harness.tools import FunctionTool, is_tool_name
 
 __all__ = [
     "NativeOutput",
+    "ObjectOutput",
     "OutputSpec",
     "OutputTool",
     "PromptedOutput",
@@ -71,6 +78,7 @@ __all__ = [
     "output_spec_of",
     "output_tools_of",
     "output_type_of",
+    "unwrapped",
 ]
 
 #: The schema prompt of a ``PromptedOutput`` without a template of its own (pydantic-ai's
@@ -120,8 +128,7 @@ class UnionOutput(BaseModel):
     def output(self) -> Any:
         """The member the answer names, validated (a ``ValidationError`` if it does not fit;
         a wrapped type's ``response``)."""
-        output = self.members[self.result.kind].model_validate(self.result.data)
-        return output.output() if isinstance(output, ResponseOutput) else output
+        return unwrapped(self.members[self.result.kind].model_validate(self.result.data))
 
 
 class ResponseOutput(BaseModel):
@@ -147,6 +154,45 @@ class ResponseOutput(BaseModel):
     def output(self) -> Any:
         """The value the answer holds."""
         return self.response
+
+
+class ObjectOutput(BaseModel):
+    """A dataclass or TypedDict output type, read as pydantic-ai reads a model-like type: its
+    own object schema sent (``TypeAdapter(T).json_schema()``, titled with its name), the
+    answer's object validated as ``T`` (its problems at ``T``'s own fields), and the output
+    that ``T`` (a dataclass instance, a dict). Made by ``output_spec_of``, one class per
+    type, named after the type. (No ``RootModel``: importing it loads ``email``.)"""
+
+    model_config = ConfigDict(defer_build=True)
+
+    #: The JSON schema sent for it (see ``model_json_schema``), and what reads the answer.
+    sent_schema: ClassVar[dict[str, Any]] = {}
+    reader: ClassVar[TypeAdapter[Any] | None] = None
+    root: Any
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _as_the_type(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        if cls.reader is None or isinstance(data, cls):
+            return handler(data)
+        return handler({"root": cls.reader.validate_python(data)})
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The type's own schema (not a root model's)."""
+        return copy.deepcopy(cls.sent_schema)
+
+    def output(self) -> Any:
+        """The value the answer holds."""
+        return self.root
+
+
+def unwrapped(value: Any) -> Any:
+    """The run's output an answer read as an output class holds: a union's member, a wrapped
+    type's ``response``, a dataclass's or TypedDict's value; a model class's object as it is."""
+    if isinstance(value, (UnionOutput, ResponseOutput, ObjectOutput)):
+        return value.output()
+    return value
 
 
 @dataclass(init=False, slots=True, eq=False, repr=False)
@@ -322,6 +368,9 @@ class OutputSpec(Record):
     tools: dict[str, OutputTool] = field(default_factory=dict)
     allows_text: bool = True
     text_function: FunctionTool | None = None
+    #: ``None`` was in the output type's union (``str | None``, ``Foo | None``): an answer of
+    #: no text and no tool call is the output ``None`` (pydantic-ai's ``allows_none``).
+    allows_none: bool = False
 
 
 def output_type_of(agent: str, output_type: object) -> type[BaseModel] | None:
@@ -344,6 +393,31 @@ def output_spec_of(agent: str, output_type: object) -> OutputSpec:
     type it cannot read, ``UnsupportedOutputError`` for a marker it does not carry out."""
     if output_type is None or output_type is str:
         return OutputSpec()
+    members = _members(output_type)
+    if members is None or not any(m is None or m is types.NoneType for m in members):
+        return _spec_of(agent, output_type)
+    # None in the union (pydantic-ai's allows_none): an empty answer is None, and where the
+    # output is structured, None is a member of its own (an output tool, or the envelope's)
+    rest = [m for m in members if m is not None and m is not types.NoneType]
+    if not rest:
+        raise ConfigurationError(
+            f"agent {agent!r}: at least one output type must be given other than None (as "
+            "pydantic-ai refuses it); for text, or text or nothing, give str or str | None"
+        )
+    if any(
+        m is not str and not isinstance(m, (TextOutput, NativeOutput, PromptedOutput)) for m in rest
+    ):
+        rest.append(types.NoneType)
+    spec = _spec_of(agent, rest)
+    spec.allows_none = True
+    return spec
+
+
+def _spec_of(agent: str, output_type: object) -> OutputSpec:
+    """``output_spec_of`` for an output type whose union holds no None (a ``NoneType`` it
+    holds is a member as any other type is)."""
+    if output_type is None or output_type is str:
+        return OutputSpec()
     if isinstance(output_type, PromptedOutput):
         return _prompted(agent, output_type)
     if isinstance(output_type, NativeOutput):
@@ -352,11 +426,9 @@ def output_spec_of(agent: str, output_type: object) -> OutputSpec:
         return _with_markers(agent, [output_type])
     members = _members(output_type)
     if members is None:
-        if isinstance(output_type, type) and issubclass(output_type, BaseModel):
-            return OutputSpec(output_type=output_type)
-        wrapped = _wrapped(agent, output_type)
-        if wrapped is not None:
-            return OutputSpec(output_type=wrapped)
+        model = _as_model(agent, output_type)
+        if model is not None:
+            return OutputSpec(output_type=model)
         raise ConfigurationError(
             f"agent {agent!r}: output_type takes a pydantic model class (the output's JSON "
             f"schema is sent as response_format), another type (int, list[Foo], Foo | Bar: "
@@ -391,10 +463,7 @@ def output_spec_of(agent: str, output_type: object) -> OutputSpec:
 def _models(agent: str, members: list[Any]) -> list[type[BaseModel]]:
     """The members as model classes: a model class as it is, any other type pydantic reads
     wrapped (``ResponseOutput``); anything else (None, a value) is refused."""
-    members = [
-        m if isinstance(m, type) and issubclass(m, BaseModel) else (_wrapped(agent, m) or m)
-        for m in members
-    ]
+    members = [_as_model(agent, m) or m for m in members]
     refused = [m for m in members if not (isinstance(m, type) and issubclass(m, BaseModel))]
     if refused or not members:
         got = ", ".join(kind_of(m) if m is not None else "None" for m in refused) or "nothing"
@@ -501,10 +570,8 @@ def _with_markers(agent: str, members: list[Any]) -> OutputSpec:
         inner = marker.output
         function: FunctionTool | None = None
         model: type[BaseModel] | None = None
-        if not _is_function(inner) and not (
-            isinstance(inner, type) and issubclass(inner, BaseModel)
-        ):
-            inner = _wrapped(agent, inner) or inner  # int: {"response": int}
+        if not _is_function(inner):
+            inner = _as_model(agent, inner) or inner  # int: {"response": int}
         if isinstance(inner, type) and issubclass(inner, BaseModel):
             base, model = inner.__name__, inner
             parameters, doc = inner.model_json_schema(), _docstring(inner)
@@ -571,24 +638,53 @@ def _is_function(value: object) -> bool:
 def _docstring(model: type[BaseModel]) -> str | None:
     if issubclass(model, ResponseOutput):  # a wrapped type's schema has no description
         return None
+    if issubclass(model, ObjectOutput):  # a TypedDict's docstring (pydantic reads no
+        return model.sent_schema.get("description")  # dataclass's made-up one)
     doc = model.__doc__
     return inspect.cleandoc(doc) if doc and doc is not BaseModel.__doc__ else None
 
 
+def _as_model(agent: str, output_type: object) -> type[BaseModel] | None:
+    """The output class ``output_type`` is read as: a model class itself, a dataclass or
+    TypedDict as an ``ObjectOutput``, another type (``NoneType`` too) wrapped in a
+    ``ResponseOutput``; None for what is no type (a value, None, ``str``, a marker)."""
+    if isinstance(output_type, type) and issubclass(output_type, BaseModel):
+        return output_type
+    return _object(agent, output_type) or _wrapped(agent, output_type)
+
+
+def _object(agent: str, output_type: object) -> type[BaseModel] | None:
+    """A dataclass or TypedDict as its ``ObjectOutput`` (None for any other type), as
+    pydantic-ai reads a model-like type: unwrapped, its own object schema."""
+    if not isinstance(output_type, type) or not (
+        dataclasses.is_dataclass(output_type) or is_typeddict(output_type)
+    ):
+        return None
+    name = output_type.__name__
+    try:
+        schema = TypeAdapter(output_type).json_schema()
+        reader = create_model(name, __base__=ObjectOutput)
+        reader.reader = TypeAdapter(output_type)
+        reader.model_rebuild()
+    except Exception as exc:  # pydantic's many ways of refusing a type
+        raise ConfigurationError(
+            f"agent {agent!r}: output_type {name} is no type pydantic can read ({exc}); use "
+            "a pydantic model class, a dataclass or a TypedDict (typing_extensions', before "
+            "Python 3.12)"
+        ) from None
+    reader.sent_schema = schema
+    return reader
+
+
 def _wrapped(agent: str, output_type: object) -> type[ResponseOutput] | None:
     """``output_type`` wrapped in ``{"response": ...}`` (``ResponseOutput``), as pydantic-ai
-    wraps a type that is not model-like: None for what is no type (a value, None), for
-    ``str`` (text) and for dataclasses and TypedDicts (pydantic-ai reads them unwrapped, as
-    objects; here a model class is the object output). A type pydantic cannot read is a
+    wraps a type that is not model-like (``NoneType`` too: ``{"response": null}``): None for
+    what is no type (a value, None) and for ``str`` (text). A type pydantic cannot read is a
     ``ConfigurationError``."""
-    if output_type is None or output_type is str or output_type is type(None):
+    if output_type is None or output_type is str:
         return None
     if not isinstance(output_type, type) and typing.get_origin(output_type) is None:
         return None  # a value, a string, a marker
-    if isinstance(output_type, type) and (
-        dataclasses.is_dataclass(output_type) or typing.is_typeddict(output_type)
-    ):
-        return None
     name = _type_name(output_type)
     wrapped: Any = output_type
     try:
