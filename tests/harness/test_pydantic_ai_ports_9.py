@@ -22,13 +22,15 @@ from tinyagents import (
     NativeOutput,
     PromptedOutput,
     RunStatus,
+    SubAgent,
+    SubAgentTool,
     TextOutput,
     ToolOutput,
     tool,
 )
 from tinyagents.errors import ConfigurationError
-from tinyagents.harness import ModelResponse
-from tinyagents.testkit import ScriptedModel, tool_call
+from tinyagents.harness import LiteLLMModel, ModelResponse
+from tinyagents.testkit import OpenAICompatServer, ScriptedModel, tool_call
 
 
 class Foo(BaseModel):
@@ -353,3 +355,33 @@ async def test_calls_sharing_an_id_with_other_arguments_both_run_under_ids_of_th
     assert result.output == "done" and runs == [5, 7], result.error
     ids = [m.tool_call_id for m in model.requests[1].messages if m.role == "tool"]
     assert len(set(ids)) == 2
+
+
+# --- through litellm and the OpenAI-compatible server, and up to a parent ---
+
+
+async def test_a_dataclass_and_an_optional_type_reach_an_openai_server_as_their_schemas() -> None:
+    replies = ['{"x": 4}', '{"result": {"kind": "NoneType", "data": {"response": null}}}']
+    async with OpenAICompatServer(replies) as server:
+        model = LiteLLMModel("openai/test-model", api_base=server.base_url, api_key="sk-test")
+        point = await Agent("a", model, output_type=Point).run("Hello")
+        nothing = await Agent("a", model, output_type=int | None).run("Hello")
+    assert point.output == Point(x=4), point.error
+    assert nothing.status is RunStatus.COMPLETED and nothing.output is None, nothing.error
+    sent = server.requests[0]["response_format"]
+    assert sent["type"] == "json_schema" and sent["json_schema"]["name"] == "Point"
+    assert set(sent["json_schema"]["schema"]["properties"]) == {"x", "label"}
+    sent = server.requests[1]["response_format"]["json_schema"]
+    assert sent["name"] == "int_or_NoneType"
+    assert server.refusals == []
+
+
+async def test_a_sub_agents_dataclass_output_reaches_its_parent_as_json() -> None:
+    child = Agent("child", ScriptedModel(['{"x": 2, "label": "q"}']), output_type=Point)
+    assert await SubAgent(child).invoke("go") == Point(x=2, label="q")
+    parent_model = ScriptedModel([tool_call("child", input="go"), "done"])
+    child = Agent("child", ScriptedModel(['{"x": 2, "label": "q"}']), output_type=Point)
+    parent = Agent("parent", parent_model, tools=[SubAgentTool(child)])
+    assert (await parent.run("go")).output == "done"
+    (result,) = [m for m in parent_model.requests[1].messages if m.role == "tool"]
+    assert json.loads(result.content) == {"x": 2, "label": "q"}
