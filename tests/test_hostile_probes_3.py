@@ -60,6 +60,7 @@ Each test is a probe that found something (named in its comment). What was probe
 from __future__ import annotations
 
 import asyncio
+import enum
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -67,7 +68,7 @@ import pytest
 from tinyagents import Agent, RunStatus, Runtime
 from tinyagents.errors import GraphValidationError
 from tinyagents.events import Event, EventBus, RunEvent
-from tinyagents.graph import END, START, StateGraph
+from tinyagents.graph import END, START, Send, StateGraph
 from tinyagents.protocol import SteeringCommand
 from tinyagents.steering import CheckPolicy, PolicyContext
 from tinyagents.store.checkpoint import MemoryCheckpointer
@@ -371,3 +372,22 @@ async def test_a_policy_raising_no_exception_refuses_the_command(
         assert (await handle.result()).status is RunStatus.COMPLETED
     assert recorder.terminal_state(receipt.correlation_id) == "rejected"
     recorder.assert_every_command_terminal()
+
+
+# ---------------------------------------------------------------------- graph: Send
+
+
+@pytest.mark.parametrize("node", [5, None, b"a", ("a",)])
+def test_a_send_to_no_node_name_is_refused_when_built(node: Any) -> None:
+    # Send(5, ...) was built, and refused only when a router's or node's goto routed it
+    with pytest.raises(GraphValidationError, match=r"Send\(\) names a node by its name") as raised:
+        Send(node, {})
+    assert isinstance(raised.value, TypeError)  # as the builder's other argument checks
+
+
+def test_a_send_to_a_node_name_is_still_built() -> None:
+    class Name(str, enum.Enum):  # noqa: UP042 (the shape LangGraph test_enum_node_names has)
+        A = "a"
+
+    assert Send("a", 1).node == "a"
+    assert type(Send(Name.A, 1).node) is str  # a (str, Enum) member is its value, as before

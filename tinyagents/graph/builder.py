@@ -19,7 +19,7 @@ from tinyagents.graph.agent_node import AgentNode
 from tinyagents.graph.compiled import CompiledGraph
 from tinyagents.graph.core import Branch, NodeSpec, breakpoint_nodes, recursion_limit_problem
 from tinyagents.graph.state import StateSchema, read_schema
-from tinyagents.graph.types import END, START, Command, RetryPolicy, node_name
+from tinyagents.graph.types import END, START, Command, RetryPolicy, WrongKindError, node_name
 from tinyagents.graph.validation import validate
 from tinyagents.harness.agent import Agent
 from tinyagents.protocol.ids import MAX_ID_LENGTH, id_problem, shown_id
@@ -541,23 +541,17 @@ def _action_name(action: Any) -> str:
     return name if isinstance(name, str) and name else type(action).__name__
 
 
-class _WrongKindError(GraphValidationError, TypeError):
-    """A builder argument of the wrong kind: a ``GraphValidationError``, as every refusal of
-    the builder, and a ``TypeError``, as LangGraph's, so ported ``except TypeError`` code
-    catches it too."""
-
-
 def _names(value: object, what: str) -> tuple[str, ...]:
     """A collection of node names (``destinations``, ``supervises``, a conditional edge's
     list): text alone was read letter by letter (``"ab"``: the nodes 'a' and 'b'), and
     anything else that is no collection a bare ``TypeError`` from inside the builder."""
     if isinstance(value, str):
-        raise _WrongKindError(
+        raise WrongKindError(
             f"{what} takes a collection of node names, got the text {value!r}; for one node "
             f"give [{value!r}]"
         )
     if not isinstance(value, Iterable):
-        raise _WrongKindError(
+        raise WrongKindError(
             f"{what} takes a collection of node names, got {type(value).__name__} {value!r}"
         )
     return tuple(_text_name(name) for name in value)
@@ -567,7 +561,7 @@ def _not_a_node(name: Any, action: Any) -> NoReturn:
     """A node that is no function, graph or agent: a ``GraphValidationError`` that is also a
     ``TypeError``, as LangGraph's ("Expected a Runnable, callable or dict"), so ported
     ``except TypeError`` code catches it."""
-    raise _WrongKindError(
+    raise WrongKindError(
         f"node {name!r} must be a function, a compiled graph or an Agent, "
         f"got {type(action).__name__}"
     )

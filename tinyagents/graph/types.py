@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Generic, Literal, TypeVar
 
 from tinyagents._record import FrozenRecord, Record
-from tinyagents.errors import ArgumentError, InvalidRouteError
+from tinyagents.errors import ArgumentError, GraphValidationError, InvalidRouteError
 from tinyagents.graph._context import current_scope
 from tinyagents.graph.interrupts import Interrupt, read_response_schema
 from tinyagents.graph.state import StateView
@@ -49,15 +49,27 @@ class _Unset:
 UNSET: Final = _Unset()
 
 
+class WrongKindError(GraphValidationError, TypeError):
+    """An argument of the wrong kind, to the builder or to ``Send``: a
+    ``GraphValidationError``, as every refusal of the builder, and a ``TypeError``, as
+    LangGraph's, so ported ``except TypeError`` code catches it too."""
+
+
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Send(FrozenRecord):
-    """Run ``node`` once more in the next superstep with ``arg`` as its input (fan-out)."""
+    """Run ``node`` once more in the next superstep with ``arg`` as its input (fan-out).
+    A ``node`` that is not text is refused here (``WrongKindError``), not when routed."""
 
     node: str
     arg: Any
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "node", node_name(self.node))
+        node = self.node
+        if not isinstance(node, str):  # LangGraph builds it, and fails when it is routed
+            raise WrongKindError(
+                f"Send() names a node by its name (text), got {type(node).__name__} {node!r}"
+            )
+        object.__setattr__(self, "node", node_name(node))
         if type(self.arg) is StateView:
             # a router's or node's view of a TypedDict state: send (and checkpoint) a copy
             object.__setattr__(self, "arg", dict(self.arg))
