@@ -18,8 +18,9 @@ from typing import Annotated, Any, NotRequired, Required, TypedDict
 import pytest
 from graphkit import logger
 from langgraph_kit import OURS, THEIRS, Log, cfg, lg_memory, pair, shape, values
-from pydantic import BaseModel, ValidationError, field_validator
+from pydantic import BaseModel, PrivateAttr, ValidationError, field_validator
 
+from tinyagents.errors import InvalidUpdateError
 from tinyagents.graph import StateGraph
 from tinyagents.store.checkpoint import Checkpointer
 
@@ -683,3 +684,58 @@ async def test_an_int_written_to_a_float_field_is_read_back_an_int(
     assert repr(mine) == repr(saved)  # 7, not 7.0: equal either way
     again = await theirs.ainvoke(None, cfg())
     assert repr((await ours.run(None, thread_id="1")).state) == repr(again)
+
+
+# -- keys starting with "_" -------------------------------------------------------------------
+
+
+class Underscored(TypedDict):
+    a: int
+    _p: int
+
+
+@dataclasses.dataclass
+class UnderscoredDc:
+    a: int = 0
+    _p: int = 0
+
+
+def _underscored(state: Any) -> dict[str, Any]:
+    p = state["_p"] if isinstance(state, dict) else state._p
+    return {"a": p + 1, "_p": 5}
+
+
+@pytest.mark.parametrize("schema", [Underscored, UnderscoredDc])
+async def test_a_declared_key_starting_with_an_underscore_is_a_channel_as_langgraphs(
+    schema: Any, checkpointer: Checkpointer
+) -> None:
+    # LangGraph makes every annotation of the schema a channel (but ``__slots__``); ours
+    # skipped those starting with "_", so writing one failed as an unknown key, which it
+    # did not say why (the schema declares it)
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(schema).add_node("n", _underscored)
+        return graph.add_edge(g.START, "n").add_edge("n", g.END)
+
+    ours, theirs = pair(build, checkpointer)
+    out = await theirs.ainvoke({"a": 0, "_p": 1}, cfg())
+    result = await ours.run({"a": 0, "_p": 1}, thread_id="1")
+    assert result.status == "completed", result.error
+    assert result.state == out == {"a": 2, "_p": 5}
+    theirs_values = (await theirs.aget_state(cfg())).values
+    assert (await ours.get_state("1")).values == theirs_values
+
+
+class WithPrivate(BaseModel):
+    a: int = 0
+    _p: int = PrivateAttr(default=0)
+
+
+async def test_a_pydantic_private_attribute_written_is_refused_saying_why() -> None:
+    # a PrivateAttr is no field: no channel of ours (LangGraph makes one, which its nodes'
+    # model never holds); the unknown-key error says so, not only that the key is unknown
+    graph = StateGraph(WithPrivate).add_node("n", lambda s: {"a": 1, "_p": 5})
+    result = await graph.add_edge("__start__", "n").add_edge("n", "__end__").compile().run({})
+    assert result.status == "failed"
+    assert isinstance(result.error, InvalidUpdateError)
+    assert "['_p']" in str(result.error)
+    assert "PrivateAttr" in str(result.error)

@@ -259,9 +259,16 @@ class StateSchema(Record):
             return
         unknown = [k for k in update if k not in self.channels]
         if unknown:
+            private = sorted(set(unknown) & set(getattr(self.cls, "__private_attributes__", ())))
+            why = (
+                f" ({private} are private attributes of pydantic model {self.cls.__name__} "
+                "(PrivateAttr), which are no fields and so no state keys; declare a field)"
+                if private
+                else ""
+            )
             raise InvalidUpdateError(
                 f"{who} wrote unknown state key(s) {sorted(unknown)}; the state has "
-                f"{sorted(self.channels)}"
+                f"{sorted(self.channels)}{why}"
             )
 
     def writes_of(self, update: Any, who: str, *, pairs: bool = True) -> list[tuple[str, Any]]:
@@ -573,7 +580,9 @@ def read_schema(cls: Any) -> StateSchema:
     schema = StateSchema(cls=cls, kind=kind)
     dc_fields = {f.name: f for f in dataclasses.fields(cls)} if kind == "dataclass" else {}
     for name, annotation in hints.items():
-        if name.startswith("_") or get_origin(annotation) is typing.ClassVar:
+        # every annotation is a key, "_p" too, as LangGraph's (``__slots__`` is none); a
+        # pydantic model's private attributes (``PrivateAttr``) are no fields: no keys
+        if name == "__slots__" or get_origin(annotation) is typing.ClassVar:
             continue
         if kind == "pydantic" and name not in cls.model_fields:
             continue
