@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 from graphkit import LogState, logger
 
-from tinyagents import Agent, Runtime
+from tinyagents import Agent, Runtime, tool
 from tinyagents.errors import ThreadBusy
 from tinyagents.graph import (
     END,
@@ -22,6 +22,7 @@ from tinyagents.graph import (
     interrupt,
 )
 from tinyagents.graph.recovery import applied_by_steering
+from tinyagents.harness import ModelRequest
 from tinyagents.protocol import (
     SteeringActor,
     SteeringCommand,
@@ -32,7 +33,14 @@ from tinyagents.protocol import (
 )
 from tinyagents.runs import RunStatus
 from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer, SqliteCheckpointer
-from tinyagents.testkit import EventRecorder, EventWaiter, ScriptedModel
+from tinyagents.testkit import (
+    EventRecorder,
+    EventWaiter,
+    FunctionModel,
+    Gate,
+    ScriptedModel,
+    tool_call,
+)
 
 TEST = SteeringActor.test()
 
@@ -1397,6 +1405,160 @@ async def test_cancelling_a_task_by_its_id_inside_a_sub_graph_skips_the_sub_grap
     result = await handle.result()
     assert result.status is RunStatus.COMPLETED and result.output["log"] == ["top:True"]
     recorder.assert_every_command_terminal()
+
+
+class _Doc(TypedDict, total=False):
+    topic: str
+    draft: str
+
+
+def _nested_work(entered: asyncio.Event, gate: asyncio.Event, seen: list[NodeContext]) -> Any:
+    """START → outer (a sub-graph whose ``work`` waits on ``gate``) and side (logs), → END."""
+
+    async def work(state: Any, ctx: NodeContext) -> dict[str, Any]:
+        seen.append(ctx)
+        entered.set()
+        await gate.wait()
+        return {"log": ["work"]}
+
+    inner = StateGraph(LogState).add_node("work", work).add_edge(START, "work")
+    graph = StateGraph(LogState).add_node("outer", inner.add_edge("work", END).compile())
+    graph.add_node("side", logger("side")).add_edge(START, "outer").add_edge(START, "side")
+    graph.add_edge("outer", END).add_edge("side", END)
+    return graph.compile(checkpointer=MemoryCheckpointer())
+
+
+async def test_an_immediate_cancel_of_a_nested_running_task_stops_its_top_level_task(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder
+) -> None:
+    """A cancel naming a sub-graph's task while it ran was refused at submit ("not
+    pending"): only answers reached it. As for a top-level running task, an immediate cancel
+    stops it now; as for a sub-graph's task paused on a question, what it cancels is the
+    top-level task running the sub-graph (skipped: no writes; the rest of the run goes on)."""
+    entered, gate, seen = asyncio.Event(), asyncio.Event(), []
+    graph = _nested_work(entered, gate, seen)
+    handle = await rt.start_graph(graph, {}, thread_id="t")
+    await asyncio.wait_for(entered.wait(), 60)
+    [ctx] = seen
+    cancel = command(
+        SteeringTarget.graph_task(handle.run_id, ctx.task_id),
+        SteeringKind.CANCEL,
+        delivery=SteeringDelivery.IMMEDIATE,
+    )
+    receipt = await rt.submit(cancel)
+    assert receipt.status == "accepted", receipt.reason
+    applied = await waiter.event("steering.applied", correlation_id=cancel.correlation_id)
+    [outer] = [e for e in recorder.events if e.type == "graph.task_started" and e.node == "outer"]
+    assert applied.affected["task_id"] == outer.task_id != ctx.task_id
+    assert applied.affected["node"] == "outer"
+    assert applied.affected["sub_graph_task_id"] == ctx.task_id
+    assert applied.affected["was_running"] is True
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED and result.output["log"] == ["side"]
+    assert not gate.is_set()  # stopped while it waited, not let finish
+    recorder.assert_every_command_terminal()
+
+
+async def test_a_queued_cancel_of_a_nested_running_task_fails_once_it_finished(
+    rt: Runtime, waiter: EventWaiter, recorder: EventRecorder
+) -> None:
+    """Sent ``next_boundary`` it is accepted (it was refused at submit) and lands after the
+    step, as one for a running top-level task: the task finished, so there is nothing to
+    cancel, and it fails saying so."""
+    entered, gate, seen = asyncio.Event(), asyncio.Event(), []
+    graph = _nested_work(entered, gate, seen)
+    handle = await rt.start_graph(graph, {}, thread_id="t")
+    await asyncio.wait_for(entered.wait(), 60)
+    [ctx] = seen
+    cancel = command(SteeringTarget.graph_task(handle.run_id, ctx.task_id), SteeringKind.CANCEL)
+    receipt = await rt.submit(cancel)
+    assert receipt.status == "accepted", receipt.reason
+    gate.set()
+    failed = await waiter.until(
+        lambda e: e.type == "steering.failed" and e.correlation_id == cancel.correlation_id
+    )
+    assert "already finished; nothing to cancel" in failed.reason
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED
+    assert sorted(result.output["log"]) == ["side", "work"]
+    recorder.assert_every_command_terminal()
+
+
+@pytest.mark.parametrize(
+    ("kind", "payload"),
+    [
+        (SteeringKind.ADD_INSTRUCTION, {"text": "hurry"}),
+        (SteeringKind.REDIRECT, {"goto": "side"}),
+        (SteeringKind.UPDATE_STATE, {"update": {"log": ["x"]}}),
+    ],
+)
+async def test_what_cannot_reach_a_nested_running_function_task_is_refused_saying_why(
+    rt: Runtime, kind: SteeringKind, payload: dict[str, Any]
+) -> None:
+    """An instruction reaches an agent node's run only, as for a top-level task, and the
+    reason says the node is a function; a redirect or an update acts on the top-level
+    graph, not on the sub-graph the task runs in, and the reason says that (it said
+    "not pending")."""
+    entered, gate, seen = asyncio.Event(), asyncio.Event(), []
+    graph = _nested_work(entered, gate, seen)
+    handle = await rt.start_graph(graph, {}, thread_id="t")
+    await asyncio.wait_for(entered.wait(), 60)
+    [ctx] = seen
+    steer = command(SteeringTarget.graph_task(handle.run_id, ctx.task_id), kind, payload)
+    receipt = await rt.submit(steer)
+    gate.set()
+    assert receipt.status == "rejected"
+    reason = receipt.reason or ""
+    assert "not pending" not in reason
+    if kind is SteeringKind.ADD_INSTRUCTION:
+        assert (
+            "node 'work'" in reason and "not an agent node (a function, in a sub-graph)" in reason
+        )
+    else:
+        assert "task of a sub-graph" in reason and "node 'outer'" in reason
+    assert (await handle.result()).status is RunStatus.COMPLETED
+
+
+async def test_an_instruction_to_a_nested_agent_nodes_task_reaches_its_agent_run(
+    rt: Runtime,
+) -> None:
+    """An agent node inside a sub-graph: its task was "not pending" for an instruction (its
+    agent run known nowhere). It goes to the node's running agent run, as a top-level agent
+    node's does."""
+    gate = Gate()
+
+    @tool
+    async def outline() -> str:
+        """Sketch an outline."""
+        return "1. cats"
+
+    async def respond(request: ModelRequest) -> Any:
+        if len(model.requests) == 1:
+            await gate.wait()
+            return tool_call("outline")  # the loop goes on: the instruction reaches call 2
+        return "second draft"
+
+    model = FunctionModel(respond)
+    writer = AgentNode(Agent("writer", model=model, tools=[outline]), input="topic", output="draft")
+    inner = StateGraph(_Doc).add_node("writer", writer).add_edge(START, "writer")
+    graph = StateGraph(_Doc).add_node("outer", inner.add_edge("writer", END).compile())
+    graph = graph.add_edge(START, "outer").add_edge("outer", END).compile()
+    handle = await rt.start_graph(graph, {"topic": "cats"})
+    await gate.entered.wait()
+    [agent_run] = [i for i in rt.runs.list() if i.kind == "agent" and i.node_id == "writer"]
+    assert agent_run.task_id is not None
+    steer = command(
+        SteeringTarget.graph_task(handle.run_id, agent_run.task_id),
+        SteeringKind.ADD_INSTRUCTION,
+        {"text": "mention dogs too"},
+    )
+    receipt = await rt.submit(steer)
+    assert receipt.status == "accepted", receipt.reason
+    assert receipt.run_id == agent_run.run_id
+    gate.open()
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED and result.output["draft"] == "second draft"
+    assert any("mention dogs too" in str(m.content) for m in model.requests[1].messages)
 
 
 async def test_two_senders_forks_under_one_correlation_id_are_two_forks(

@@ -34,6 +34,8 @@ from tinyagents.graph.executor import GraphRun, running_graph_run
 from tinyagents.graph.lowering import (
     RESUME_KINDS,
     GraphSteering,
+    nested_spec,
+    nested_unreachable,
     never_applied,
     node_of_answered_task,
     pending_interrupts,
@@ -133,7 +135,7 @@ class GraphCommandCheck(CheckPolicy):
             problem = unanswerable_at_rest(cmd, pending_interrupts(self.run), waiting=waiting)
         if problem is not None:
             return problem
-        target, node = cmd.target, None
+        target, node, nested = cmd.target, None, None
         if isinstance(target, GraphNodeTarget):
             node = target.node
         elif isinstance(target, GraphTaskTarget):
@@ -141,7 +143,11 @@ class GraphCommandCheck(CheckPolicy):
             node = None if run is None else node_of_answered_task(run, target.task_id, cmd.kind)
             if node is None:  # not pending (the router says so): nothing to judge here
                 return None
-        return never_applied(self.graph, cmd, self.run_id, node)
+            assert run is not None
+            nested = nested_spec(run, target.task_id)  # a sub-graph's task: its own node
+            if nested is not None:
+                node = nested.name
+        return never_applied(self.graph, cmd, self.run_id, node, nested)
 
 
 class GraphRunDriver(RunDriver):
@@ -216,9 +222,13 @@ class GraphRunDriver(RunDriver):
                 )
             node: str | None = target.node
         elif isinstance(target, GraphTaskTarget):
-            # (an answer may name a task a sub-graph runs, at any level, while it runs)
+            # (an answer, a cancel or an instruction may name a task a sub-graph runs, at any
+            # level, while it runs; a redirect or an update may not, and is told why)
             node = node_of_answered_task(self.run, target.task_id, cmd.kind)
             if node is None:
+                unreachable = nested_unreachable(self.run, cmd)
+                if unreachable is not None:
+                    return unreachable
                 return f"not found: task {target.task_id} is not pending in graph run {run_id}"
         else:
             return None

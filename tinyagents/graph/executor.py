@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from tinyagents import _clock
@@ -91,6 +92,8 @@ class TaskHooks(Protocol):
     def parent_for(self, task: Task) -> str | None: ...
 
     def agent_started(self, task: Task, handle: RunHandle) -> None: ...
+
+    def nested_agent_started(self, holder: Task, task: Task, handle: RunHandle) -> None: ...
 
     async def steered(self, run: GraphRun) -> None: ...
 
@@ -176,8 +179,9 @@ class GraphRun:
     #: (set by ``child_run`` only)
     _top: tuple[GraphRun, Task] | None = None
     #: the top-level run's: the id of each task its sub-graphs' runs started in the running
-    #: step, at any level -> its top-level task (``running_below``); None between steps
-    _below: dict[str, Task] | None = None
+    #: step, at any level -> (its top-level task, that task itself) (``running_below``,
+    #: ``nested_task``); None between steps
+    _below: dict[str, tuple[Task, Task]] | None = None
 
     def __init__(
         self,
@@ -432,7 +436,7 @@ class GraphRun:
             if below is None:
                 below = root._below = {}
             for task in runnable:
-                below[task.id] = holder
+                below[task.id] = (holder, task)
         if len(tasks) != 1 or self.task_hooks is not None or self.step_timeout is not None:
             if runnable:
                 self._count_step()
@@ -495,7 +499,16 @@ class GraphRun:
         ``task_id`` in a sub-graph, at any level (a node's, or a call's inside a node),
         started in this step and still running or ended in it; None for any other."""
         below = self._below
-        return None if below is None else below.get(task_id)
+        found = None if below is None else below.get(task_id)
+        return None if found is None else found[0]
+
+    def nested_task(self, task_id: str) -> Task | None:
+        """The task ``task_id`` of a sub-graph's run in this (top-level) run's running step,
+        at any level (``running_below`` gives the top-level task running it); None for any
+        other."""
+        below = self._below
+        found = None if below is None else below.get(task_id)
+        return None if found is None else found[1]
 
     def stop(self, task_id: str, *, by: str | None = None) -> bool:
         """Cancel task ``task_id`` of the running step; it ends skipped (no writes, no
@@ -1257,11 +1270,25 @@ class GraphRun:
         runtime manages this run, else below the run itself."""
         state = self.view_for(task.spec) if task.arg is UNSET else task.arg
         hooks = self.task_hooks
-        if hooks is None:
-            return await run_agent_node(task, state, self.runtime, parent=self.run_id)
-        return await run_agent_node(
-            task, state, self.runtime, parent=hooks.parent_for(task), started=hooks.agent_started
-        )
+        if hooks is not None:
+            return await run_agent_node(
+                task,
+                state,
+                self.runtime,
+                parent=hooks.parent_for(task),
+                started=hooks.agent_started,
+            )
+        top = self._top
+        root_hooks = None if top is None else top[0].task_hooks
+        if root_hooks is not None:
+            # an agent node of a sub-graph: the top-level run's steering finds its agent run
+            # by the node's task id while it runs, for the instructions sent to that task
+            assert top is not None
+            started = partial(root_hooks.nested_agent_started, top[1])
+            return await run_agent_node(
+                task, state, self.runtime, parent=self.run_id, started=started
+            )
+        return await run_agent_node(task, state, self.runtime, parent=self.run_id)
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)

@@ -46,6 +46,7 @@ from tinyagents.graph.checkpointing import save
 from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.recovery import command_ref, steered_by
 from tinyagents.graph.session import goto_problem, jump, record_resume, update_state
+from tinyagents.graph.task_entries import AGENT_KINDS
 from tinyagents.graph.types import Command
 from tinyagents.harness.pausing import HoldBelow, Pauses, reconcile_below
 from tinyagents.protocol.boundary import Boundary
@@ -64,7 +65,7 @@ from tinyagents.runs.info import RunStatus
 from tinyagents.steering.queue import supersedes
 
 if TYPE_CHECKING:
-    from tinyagents.graph.core import GraphCore
+    from tinyagents.graph.core import GraphCore, NodeSpec
     from tinyagents.graph.executor import GraphRun
     from tinyagents.graph.recovery import EarlierApplied
     from tinyagents.graph.run_events import GraphEvents
@@ -97,6 +98,14 @@ GRAPH_KINDS = RESUME_KINDS | {
 }
 #: A run's pause and resume (whose pauses hold it: ``GraphSteering.pauses``).
 _PAUSE_KINDS = frozenset({SteeringKind.PAUSE, SteeringKind.RESUME})
+#: What reaches a task of a sub-graph (at any level) while it runs (``GraphRun.running_below``),
+#: as it reaches a running top-level task: an answer (it lands on the question the task asks
+#: at the step's end), a cancel (of the top-level task running the sub-graph, as for a nested
+#: task paused on a question) and what an agent node's run takes (to the nested agent node's
+#: run; refused at submit for a function or sub-graph node, as a top-level one's). A redirect
+#: or an update does not: both act on the top-level graph, whose state and next nodes are not
+#: the sub-graph's (``nested_unreachable``).
+NESTED_KINDS = RESUME_KINDS | {SteeringKind.CANCEL} | AGENT_KINDS
 #: What can be applied on a fork of the thread (``fork=True``).
 FORK_KINDS = RESUME_KINDS | {SteeringKind.REDIRECT, SteeringKind.UPDATE_STATE}
 _INSTEAD = (
@@ -106,11 +115,16 @@ _INSTEAD = (
 
 
 def never_applied(
-    graph: GraphCore, cmd: SteeringCommand, run_id: str, node: str | None
+    graph: GraphCore,
+    cmd: SteeringCommand,
+    run_id: str,
+    node: str | None,
+    nested: NodeSpec | None = None,
 ) -> str | None:
     """Why graph run ``run_id`` could only accept ``cmd`` and never apply it, whatever the
     timing, or None. ``node``: the node a task or node target names (None for the run or
-    its thread). Only an agent node's child run takes instructions, tool, model and budget
+    its thread); ``nested``: its spec, when the task is a sub-graph's (``node`` is then that
+    sub-graph's node). Only an agent node's child run takes instructions, tool, model and budget
     changes (or a pause of one node); a function or sub-graph node has none, nor has the
     graph run itself. (An agent node's run exists only while the node runs: a command for an
     agent node that is not running is accepted, and fails when it lands.)"""
@@ -130,10 +144,12 @@ def never_applied(
             f"node's run takes it, while the node runs (send it to "
             f"SteeringTarget.graph_node(run_id, node); {which}); {_INSTEAD}"
         )
-    spec = graph.nodes.get(node)
+    spec = graph.nodes.get(node) if nested is None else nested
     if spec is None or spec.agent is not None:
         return None
     what = "a sub-graph" if spec.subgraph is not None else "a function"
+    if nested is not None:
+        what += ", in a sub-graph"
     instead = _INSTEAD
     if kind is SteeringKind.RESUME:
         instead = (
@@ -353,8 +369,12 @@ class GraphSteering:
         recorded as stopped, so the command is lowered (and fails) like a late cancel."""
         target = cmd.target
         if isinstance(target, GraphTaskTarget):
-            if run.stop(target.task_id, by=command_ref(cmd)):
-                self.cancelled[target.task_id] = cmd
+            task_id = target.task_id
+            holder = None if task_id in run.running else run.running_below(task_id)
+            if holder is not None:  # a sub-graph's task: the top-level task running it
+                task_id = holder.id
+            if run.stop(task_id, by=command_ref(cmd)):
+                self.cancelled[task_id] = cmd
         elif isinstance(target, GraphNodeTarget):
             for task in run.plan():
                 if task.node == target.node and run.stop(task.id, by=command_ref(cmd)):
@@ -615,14 +635,41 @@ def node_of_task(run: GraphRun, task_id: str) -> str | None:
 
 
 def node_of_answered_task(run: GraphRun, task_id: str, kind: SteeringKind) -> str | None:
-    """``node_of_task``, and for an answer (``RESUME_KINDS``) also the top-level node of a
-    task a sub-graph runs in the running step, at any level (``GraphRun.running_below``): its
-    question, if it asks one, is pending at the step's end, where the answer lands."""
+    """``node_of_task``, and for what reaches a sub-graph's running task (``NESTED_KINDS``)
+    also the top-level node of a task a sub-graph runs in the running step, at any level
+    (``GraphRun.running_below``): an answer lands on its question, if it asks one, pending at
+    the step's end; a cancel stops the top-level task; an instruction goes to its agent run."""
     node = node_of_task(run, task_id)
-    if node is None and kind in RESUME_KINDS:
+    if node is None and kind in NESTED_KINDS:
         holder = run.running_below(task_id)
         node = None if holder is None else holder.node
     return node
+
+
+def nested_spec(run: GraphRun, task_id: str) -> NodeSpec | None:
+    """The node spec of task ``task_id`` when it is a sub-graph's, running in this step (and
+    no top-level task's), else None."""
+    if node_of_task(run, task_id) is not None:
+        return None
+    task = run.nested_task(task_id)
+    return None if task is None else task.spec
+
+
+def nested_unreachable(run: GraphRun, cmd: SteeringCommand) -> str | None:
+    """Why ``cmd`` cannot reach the sub-graph's running task it names, or None: a redirect
+    or an update acts on the top-level graph, not on the sub-graph the task runs in."""
+    target = cmd.target
+    if not isinstance(target, GraphTaskTarget) or cmd.kind in NESTED_KINDS:
+        return None
+    holder = run.running_below(target.task_id)
+    if holder is None or node_of_task(run, target.task_id) is not None:
+        return None
+    return (
+        f"{cmd.kind.value} cannot reach task {target.task_id}: it is a task of a sub-graph "
+        f"(run by task {holder.id} of node {holder.node!r}), and {cmd.kind.value} acts on the "
+        "top-level graph's state and next nodes, not the sub-graph's; send it to the run or "
+        f"to node {holder.node!r} (or answer, cancel or instruct the task itself)"
+    )
 
 
 def resume_value(cmd: SteeringCommand) -> Any:
@@ -718,16 +765,18 @@ async def _update(run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
 
 async def _cancel(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
     target = cmd.target
+    # an immediate cancel already stopped the tasks it names while they ran (for a task of
+    # a sub-graph: the top-level task running it, ``GraphSteering.interrupt_now``)
+    cid = cmd.correlation_id
+    stopped = [t for t, c in steering.cancelled.items() if c.correlation_id == cid]
     if isinstance(target, GraphTaskTarget):
         # a task inside a sub-graph (the id its graph.interrupt event gives) is cancelled by
         # cancelling the top-level task that runs the sub-graph
         owner = owning_task(run, target.task_id)
-        task_ids = [target.task_id if owner is None else owner.id]
+        task_ids = stopped[:1] or [target.task_id if owner is None else owner.id]
     elif isinstance(target, GraphNodeTarget):
-        # an immediate cancel already stopped the node's running tasks; otherwise it takes
-        # the node's tasks of the superstep this boundary precedes (paused ones included)
-        cid = cmd.correlation_id
-        stopped = [t for t, c in steering.cancelled.items() if c.correlation_id == cid]
+        # otherwise a node's cancel takes the node's tasks of the superstep this boundary
+        # precedes (paused ones included)
         task_ids = stopped or [t.id for t in run.plan() if t.node == target.node]
     else:
         raise RunCancelled(
@@ -765,6 +814,8 @@ async def _cancel(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand) 
     if isinstance(target, GraphTaskTarget):
         [(task_id, node)] = cancelled.items()
         affected = {"task_id": task_id, "node": node}
+        if task_id != target.task_id:  # the top-level task running the sub-graph's task
+            affected["sub_graph_task_id"] = target.task_id
     else:
         affected = {"node": target.node, "task_ids": list(cancelled)}
     affected.update(policy=policy, was_running=was_running, **extra)

@@ -69,6 +69,10 @@ class TaskEntries:
         self._resting: dict[str, tuple[str, str | None]] | None = None if continued else {}
         self.task_runs: dict[str, RunHandle] = {}
         self.agent_runs: dict[str, RunHandle] = {}
+        #: the agent runs of sub-graphs' agent nodes (at any level), by their task's id:
+        #: (the top-level task running the sub-graph, the agent run); an instruction sent to
+        #: that task id finds it, one to a node does not (a node target names a top-level node)
+        self.nested_agent_runs: dict[str, tuple[str, RunHandle]] = {}
         #: entries of paused tasks, by task id; a continued run takes over its own
         self.paused: dict[str, RunHandle] = {}
         for child in runtime.runs.tree.children(handle.run_id):
@@ -114,6 +118,9 @@ class TaskEntries:
     async def task_finished(self, run: GraphRun, task: Task, error: BaseException | None) -> None:
         entry = self.task_runs.pop(task.id, None)
         self.agent_runs.pop(task.id, None)
+        if self.nested_agent_runs:
+            for nested in [k for k, (h, _) in self.nested_agent_runs.items() if h == task.id]:
+                del self.nested_agent_runs[nested]
         if isinstance(error, asyncio.CancelledError):
             status, kind = RunStatus.CANCELLED, "graph.task_cancelled"
         elif error is not None:
@@ -180,11 +187,19 @@ class TaskEntries:
     def agent_started(self, task: Task, handle: RunHandle) -> None:
         self.agent_runs[task.id] = handle
 
+    def nested_agent_started(self, holder: Task, task: Task, handle: RunHandle) -> None:
+        """An agent node of a sub-graph, run in top-level task ``holder``, started ``handle``."""
+        self.nested_agent_runs[task.id] = (holder.id, handle)
+
     def route(self, cmd: SteeringCommand) -> RunHandle | None:
-        """The running agent run of the task or node ``cmd`` names, for an instruction."""
+        """The running agent run of the task or node ``cmd`` names, for an instruction: an
+        agent node's of this graph, or, by its task id, one of a sub-graph's at any level."""
         if cmd.kind not in AGENT_KINDS:
             return None
         target = cmd.target
+        if isinstance(target, GraphTaskTarget) and target.task_id in self.nested_agent_runs:
+            _, nested = self.nested_agent_runs[target.task_id]
+            return None if nested.done else nested
         for task_id, handle in self.agent_runs.items():
             if handle.done:
                 continue
