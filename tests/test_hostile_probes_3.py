@@ -220,6 +220,49 @@ async def test_a_one_shot_iterator_written_to_a_saved_state_fails_the_node_not_t
     assert snapshot.next == ("a",) and snapshot.values == {"x": None}  # nothing of it saved
 
 
+_NESTINGS = {
+    "list": lambda it: [1, it],
+    "dict": lambda it: {"k": it},
+    "tuple": lambda it: (it,),
+    "deep": lambda it: {"k": [{"j": (0, it)}]},
+    "long": lambda it: [*range(20), it],
+}
+
+
+@pytest.mark.parametrize("nest", sorted(_NESTINGS))
+@pytest.mark.parametrize("index", range(4), ids=["generator", "list_iterator", "map", "reversed"])
+async def test_a_one_shot_iterator_in_a_list_or_dict_fails_the_node_too(
+    index: int, nest: str
+) -> None:
+    # one level down the save used it up just the same: the next node read it empty
+    def read(s: Any) -> dict[str, Any]:
+        found: list[Any] = []
+
+        def walk(v: Any) -> None:
+            if isinstance(v, dict):
+                for item in v.values():
+                    walk(item)
+            elif isinstance(v, list | tuple):
+                for item in v:
+                    walk(item)
+            elif not isinstance(v, int):
+                found.extend(v)
+
+        walk(s["x"])
+        return {"y": found}
+
+    builder = StateGraph(_Two).add_node("a", lambda s: {"x": _NESTINGS[nest](_one_shots()[index])})
+    builder.add_node("b", read)
+    builder.add_edge(START, "a").add_edge("a", "b").add_edge("b", END)
+    assert (await builder.compile().run({"x": None})).state["y"] == [0, 1, 2]
+    graph = builder.compile(checkpointer=MemoryCheckpointer())
+    result = await graph.run({"x": None}, thread_id="t-1")
+    assert result.status == "failed"
+    assert "cannot checkpoint 'x'" in str(result.error) and "one-shot iterator" in str(result.error)
+    snapshot = await graph.get_state("t-1")
+    assert snapshot.next == ("a",) and snapshot.values == {"x": None}  # nothing of it saved
+
+
 async def test_a_one_shot_interrupt_value_fails_the_node_that_asks() -> None:
     # the question was saved as the iterator's items, and the Interrupt the caller got held
     # the iterator used up: list(result.interrupts[0].value) == []

@@ -66,7 +66,9 @@ def encode(value: Any, what: str = "a value") -> Any:
     surrogate (half a UTF-16 pair, from a model's or a tool's text) is kept, in a dict's key
     as in a value: the checkpoint's JSON writes it as its ``\\ud800`` escape."""
     kind = type(value)
-    if kind not in _PLAIN and hasattr(kind, "__next__"):
+    if kind in _NESTS:
+        _one_shot_in(value, what)
+    elif kind not in _PLAIN and hasattr(kind, "__next__"):
         _refuse_one_shot(value, what)
     try:
         try:
@@ -84,6 +86,33 @@ def encode(value: Any, what: str = "a value") -> Any:
 #: The types most values are, which are no iterators: ``encode`` asks no more of them (a
 #: failed attribute look-up, ``hasattr``, costs about as much as encoding a small dict).
 _PLAIN: Final = frozenset({str, int, float, bool, type(None), dict, list, tuple})
+
+
+#: The containers ``encode`` looks into for a one-shot iterator (pydantic writes one found
+#: at any depth as a list, using it up, as it does one at the top).
+_NESTS: Final = frozenset({dict, list, tuple})
+#: The types with nothing inside: a long list of only these is passed over at C speed.
+_LEAVES: Final = frozenset({str, int, float, bool, type(None)})
+
+
+def _one_shot_in(value: Any, what: str) -> None:
+    """Refuse a one-shot iterator at any depth of plain dicts, lists and tuples (a dict's
+    values; its keys are text). One loop over the items, nothing copied: an item of a
+    ``_PLAIN`` type costs a set look-up, and a list or tuple of more than 16 items that
+    holds only ``_LEAVES`` (numbers, text) is not walked at all."""
+    stack = [value]
+    pop, push = stack.pop, stack.extend
+    leaves_only = _LEAVES.issuperset
+    while stack:
+        item = pop()
+        kind = type(item)
+        if kind is dict:
+            push(item.values())
+        elif kind is list or kind is tuple:
+            if len(item) <= 16 or not leaves_only(map(type, item)):
+                push(item)
+        elif kind not in _PLAIN and hasattr(kind, "__next__"):
+            _refuse_one_shot(item, what)
 
 
 def _refuse_one_shot(value: Any, what: str) -> None:
