@@ -18,7 +18,8 @@ from graphkit import LogState, logger
 from tinyagents import Agent, RunHandle, RunStatus, Runtime, tool
 from tinyagents.events import SteeringEvent
 from tinyagents.graph import END, START, AgentNode, Command, StateGraph, interrupt
-from tinyagents.protocol import SteeringActor, SteeringKind, SteeringPriority
+from tinyagents.harness.pausing import PAUSE_SUBTREE, passed_down_by
+from tinyagents.protocol import SteeringActor, SteeringKind, SteeringPolicyRef, SteeringPriority
 from tinyagents.store.checkpoint import MemoryCheckpointer
 from tinyagents.testkit import EventRecorder, EventWaiter, Gate, ScriptedModel, tool_call
 
@@ -208,6 +209,14 @@ async def test_a_pause_of_a_graph_run_pauses_its_agent_nodes_run_and_its_resume_
     (applied,) = _of(recorder, worker.run_id, "steering.applied", SteeringKind.PAUSE)
     assert applied.actor == by_graph
     assert applied.payload_summary["reason"].startswith(f"ancestor run {graph.run_id} was paused")
+    # marked passed down by the graph run as an agent run's hold is, by the actor and the
+    # policy it names (what a restarted run reads in its log), not by that reason
+    held = rt.runs.get(worker.run_id)
+    assert held is not None
+    pause = held.driver.pauses.last
+    assert pause is not None and pause.correlation_id == applied.correlation_id
+    assert pause.policy_ref == SteeringPolicyRef(policy_id=PAUSE_SUBTREE)
+    assert passed_down_by(pause) == graph.run_id
 
     await graph.resume(actor=OPERATOR)
     result = await asyncio.wait_for(graph.result(), 60)

@@ -703,3 +703,38 @@ async def test_a_restarted_child_comes_back_paused_by_its_own_pause_not_by_a_hol
         await parent.cancel(actor=OPERATOR)
         assert (await child.result()).status is RunStatus.CANCELLED
         assert (await parent.result()).status is RunStatus.CANCELLED
+
+
+async def test_a_parent_agents_own_pause_of_its_child_comes_back_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    """A pause a parent agent sends its child of its own accord (``steer_subagent``: actor
+    ``parent_agent(<parent run>, ...)``, a reason its model wrote) is the child's own, and
+    holds it after a restart. Told from a hold passed down by the reason's text, one whose
+    reason began "parent run <parent id> " was taken for a hold and the child came back
+    running: what a model writes must not change what a command does."""
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    waiter = EventWaiter()
+    async with Runtime(store, testing=True, sinks=[waiter]) as rt:
+        parent = await rt.start(slow_agent("p"), "work", run_id="p-1")
+        child = await rt.start(slow_agent("c"), "work", run_id="c-1", parent=parent)
+        receipt = await rt.submit(
+            SteeringCommand(
+                target=SteeringTarget.agent_run("c-1"),
+                actor=SteeringActor.parent_agent("p-1", "p"),
+                kind=SteeringKind.PAUSE,
+                payload={"reason": "parent run p-1 wants the draft checked first"},
+            )
+        )
+        assert receipt.accepted
+        await asyncio.wait_for(waiter.event("run.paused", "c-1"), 60)
+        # The process stops here.
+
+    async with Runtime(store, testing=True) as rt:
+        parent = await rt.start(slow_agent("p"), "work", run_id="p-1")
+        child = await rt.start(slow_agent("c"), "work", run_id="c-1", parent=parent)
+        assert child.status is RunStatus.PAUSED  # the parent agent's own pause: back paused
+        await child.cancel(actor=OPERATOR)
+        await parent.cancel(actor=OPERATOR)
+        assert (await child.result()).status is RunStatus.CANCELLED
+        assert (await parent.result()).status is RunStatus.CANCELLED

@@ -19,7 +19,14 @@ from tinyagents.events import (
     RunEvent,
     SteeringEvent,
 )
-from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
+from tinyagents.harness.pausing import PAUSE_SUBTREE, passed_down_by
+from tinyagents.protocol import (
+    SteeringActor,
+    SteeringCommand,
+    SteeringKind,
+    SteeringPolicyRef,
+    SteeringTarget,
+)
 from tinyagents.runs import RunInfo, RunStatus
 from tinyagents.store import Store
 from tinyagents.store.base import NONCE_MARGIN_S
@@ -89,6 +96,35 @@ async def test_appended_command_reads_back(store: Store) -> None:
     assert stored is not None
     assert stored.command == cmd
     assert (stored.state, stored.run_id, stored.reason) == ("accepted", "r-1", None)
+
+
+async def test_a_pause_passed_down_reads_back_marked_as_passed_down(store: Store) -> None:
+    """A restarted run tells a hold a run above passed down from a pause of its own by the
+    command's actor and ``policy_ref`` (``pausing.passed_down_by``): both are logged and read
+    back, on every store; a parent agent's own pause, whatever its reason says, is not."""
+    parent = SteeringActor.parent_agent("p-1", "planner")
+    held = SteeringCommand(
+        target=SteeringTarget.agent_run("c-1"),
+        actor=parent,
+        kind=SteeringKind.PAUSE,
+        payload={"reason": 'parent run p-1 was paused by human "alice" (command c-9)'},
+        policy_ref=SteeringPolicyRef(policy_id=PAUSE_SUBTREE),
+        correlation_id="c-held",
+    )
+    own = SteeringCommand(
+        target=SteeringTarget.agent_run("c-1"),
+        actor=parent,
+        kind=SteeringKind.PAUSE,
+        payload={"reason": "parent run p-1 wants the draft checked"},
+        correlation_id="c-own",
+    )
+    for cmd in (held, own):
+        await store.append_command(cmd, state="applied", run_id="c-1")
+    logged_held, logged_own = await store.get_command("c-held"), await store.get_command("c-own")
+    assert logged_held is not None and logged_own is not None
+    assert logged_held.command == held and logged_own.command == own
+    assert passed_down_by(logged_held.command) == "p-1"
+    assert passed_down_by(logged_own.command) is None
 
 
 async def test_unknown_command_is_none(store: Store) -> None:

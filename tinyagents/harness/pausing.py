@@ -5,8 +5,9 @@ reaches only once its children have done all their work.
 Agent runs and graph runs alike: a run paused by a pause of its own (not one passed down to
 it) *holds* every live agent or graph run below it — the agent runs of a graph's agent nodes,
 a graph run started under an agent run — each is sent a pause of its own, from the actor
-``parent_agent(<paused run>, <its agent or graph>)``, with a ``reason`` naming the paused run,
-the sender and the command, which lands at that run's own next safe boundary (a graph run's:
+``parent_agent(<paused run>, <its agent or graph>)`` under the policy ``pause_subtree``
+(``policy_ref``: what marks it as passed down, ``passed_down_by``), with a ``reason`` naming
+the paused run, the sender and the command (for people: it marks nothing), which lands at that run's own next safe boundary (a graph run's:
 between supersteps). It is sent when the pause is queued (if its boundary is sure to come: a
 ``next_boundary`` pause) and when it is applied, and to a run started below while the hold
 lasts (``join_holds_above``). A run below does not pass on what it was sent: every live run
@@ -38,6 +39,7 @@ from tinyagents.protocol.commands import (
     SteeringActor,
     SteeringCommand,
     SteeringKind,
+    SteeringPolicyRef,
     SteeringTarget,
 )
 from tinyagents.runs.handle import RunHandle
@@ -45,6 +47,13 @@ from tinyagents.runs.host import RunHost
 from tinyagents.runs.info import RunInfo
 
 _log = logging.getLogger(__name__)
+
+#: The ``policy_ref.policy_id`` of every pause and resume a run passes down to the runs below
+#: it (``HoldBelow``), and of nothing else: what a restarted run reads in its steering log to
+#: tell a hold from above from a pause of its own (``passed_down_by``). A parent agent's own
+#: pause of its child (``steer_subagent``), from the same ``parent_agent`` actor, names no
+#: policy; its reason, written by a model, may say anything.
+PAUSE_SUBTREE = "pause_subtree"
 
 
 @dataclass(slots=True, eq=False, repr=False)
@@ -75,19 +84,14 @@ def adopted(
 
 def passed_down_by(cmd: SteeringCommand) -> str | None:
     """The run above that passed pause (or resume) ``cmd`` down to its run (``HoldBelow``:
-    from ``parent_agent(<that run>, ...)``, its reason "parent run <that run> ..." or
-    "ancestor run <that run> ..."), or None: a command of the run's own. Read from the
-    steering log when a run is started again: a hold lasts no longer than the process of
-    the run above that held it (``holding_pause``)."""
-    actor = cmd.actor
-    if not isinstance(actor, ParentAgentActor):
-        return None
-    reason = cmd.payload.get("reason")
-    run_id = actor.run_id
-    if isinstance(reason, str) and reason.startswith(
-        (f"parent run {run_id} ", f"ancestor run {run_id} ")
-    ):
-        return run_id
+    from ``parent_agent(<that run>, ...)`` under the policy ``PAUSE_SUBTREE``), or None: a
+    command of the run's own. Told by the actor and ``policy_ref`` alone, never by the reason
+    (a parent agent's model writes the reasons of its own pauses). Read from the steering log
+    when a run is started again: a hold lasts no longer than the process of the run above
+    that held it (``holding_pause``)."""
+    actor, ref = cmd.actor, cmd.policy_ref
+    if isinstance(actor, ParentAgentActor) and ref is not None and ref.policy_id == PAUSE_SUBTREE:
+        return actor.run_id
     return None
 
 
@@ -269,6 +273,8 @@ class HoldBelow:
         self.runtime = runtime
         self.info = info
         self.actor = SteeringActor.parent_agent(info.run_id, name)
+        #: Marks every pause and resume passed down (``passed_down_by``).
+        self.policy = SteeringPolicyRef(policy_id=PAUSE_SUBTREE)
         #: The pause holding the runs below; None while there is no hold.
         self.cause: SteeringCommand | None = None
         #: The pauses sent to the runs held, by run id.
@@ -302,6 +308,7 @@ class HoldBelow:
                 target=SteeringTarget.agent_run(below.run_id),
                 actor=self.actor,
                 kind=SteeringKind.PAUSE,
+                policy_ref=self.policy,
                 payload={"reason": reason},
                 priority=cause.priority,
             )
@@ -344,6 +351,7 @@ class HoldBelow:
                 target=SteeringTarget.agent_run(derived.run_id),
                 actor=self.actor,
                 kind=SteeringKind.RESUME,
+                policy_ref=self.policy,
                 payload={"reason": f"{relation} run {me} {why}"},
                 # ordered after its pause at any one boundary: same priority, made later
                 priority=pause.priority,
