@@ -310,33 +310,7 @@ async def test_agent_allows_none_output_explicit_none_tool() -> None:
     assert result.output is None, result.error
 
 
-# --- tool calls of one response that share an id ---
-
-
-async def test_a_repeated_call_with_the_same_id_and_arguments_is_not_run_twice() -> None:
-    # pydantic-ai runs every call of a response (it refuses shared ids only among deferred
-    # calls: "Deferred tool calls must have unique tool_call_id values"). A call repeating an
-    # earlier one of its response whole (id, tool, arguments) is a provider's duplicate: it
-    # is answered, under an id of its own, that it did not run, rather than run twice.
-    runs: list[int] = []
-
-    def charge(amount: int) -> str:
-        runs.append(amount)
-        return f"charged {amount}"
-
-    same = tool_call("charge", amount=5)
-    twice = ModelResponse(tool_calls=[*same.tool_calls, *same.tool_calls])
-    model = ScriptedModel([twice, "done"])
-    result = await Agent("a", model, tools=[tool(charge)]).run("go")
-    assert result.output == "done" and runs == [5], result.error
-    (first, second) = [m for m in model.requests[1].messages if m.role == "tool"]
-    original = same.tool_calls[0].id
-    assert first.tool_call_id == original and first.content == "charged 5"
-    assert second.tool_call_id != original
-    assert second.content == (
-        f"not run: this call repeats call {original!r} of the same response (tool 'charge', "
-        "the same id and arguments), which ran; call the tool again if it should run again"
-    )
+# --- tool calls of one response that share an id (pydantic-ai runs every one) ---
 
 
 async def test_calls_sharing_an_id_with_other_arguments_both_run_under_ids_of_their_own() -> None:

@@ -269,10 +269,6 @@ class AgentRun(RunDriver):
         self._call_ids = {c.id for m in messages for c in m.tool_calls}
         #: The ids the tool calls of the response being streamed were published with, by index.
         self._streamed_ids: dict[int, str] = {}
-        #: The calls of the last response that repeat an earlier one of it whole (id, tool,
-        #: arguments): their new id -> the id they repeated. Not run (``_run_tool``); made
-        #: again for each response.
-        self._repeats: dict[str, str] = {}
         #: The tools offered in the last model request (its calls were made from these).
         self._offered: Sequence[ToolSpec] = ()
         #: The agent's output tools (``A | str``, output functions, ``ToolOutput``), offered on
@@ -1045,23 +1041,14 @@ class AgentRun(RunDriver):
         call keeps the id its pieces were published with (``_streamed``)."""
         seen = self._call_ids
         streamed, self._streamed_ids = self._streamed_ids, {}
-        self._repeats = {}
-        first: dict[str, int] = {}  # where each id is first given in this response
         calls: list[ToolCall] = []
         for index, call in enumerate(response.tool_calls):
-            earlier = first.setdefault(call.id, index) if call.id else index
-            # a provider's duplicate of a call (same id, tool and arguments): it gets an id
-            # of its own below, and an answer that it did not run
-            was = response.tool_calls[earlier]
-            repeat = earlier != index and (was.name, was.args) == (call.name, call.args)
             if (call.args is None or isinstance(call.args, str)) and call.parse_error is None:
                 # the provider's JSON text (or None for no arguments, pydantic-ai's default),
                 # as a custom model may hand it over: refused as "not an object", the model
                 # was asked again for what it had sent
                 call = parse_arguments(call.id, call.name, call.args)
             own = _fresh_call_id(streamed.get(index, call.id), seen)
-            if repeat:
-                self._repeats[own] = call.id
             if own != call.id:
                 call = dataclasses.replace(call, id=own)
             seen.add(own)
@@ -1167,17 +1154,6 @@ class AgentRun(RunDriver):
             limit = left if limit is None else min(limit, left)
 
         async def dispatch(c: ToolCall) -> ToolResult:
-            repeated = self._repeats.get(c.id)
-            if repeated is not None:
-                return ToolResult(
-                    call_id=c.id,
-                    name=c.name,
-                    content=f"not run: this call repeats call {repeated!r} of the same "
-                    f"response (tool {c.name!r}, the same id and arguments), which ran; call "
-                    "the tool again if it should run again",
-                    error=True,
-                    refused=True,
-                )
             if withdrawn and c.name == call.name:
                 return ToolResult(
                     call_id=c.id,
