@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from tinyagents import _clock
 from tinyagents._record import Record
-from tinyagents.errors import DamagedData, InvalidCommandError, StoreError
+from tinyagents.errors import ArgumentError, DamagedData, InvalidCommandError, StoreError
 from tinyagents.events.models import (
     Event,
     ModelDeltaEvent,
@@ -412,9 +412,19 @@ def read_snapshot(
         raise damaged(f"it is not JSON ({exc})") from None
     if not isinstance(snapshot, dict):
         raise damaged(f"it is JSON but no object, got {type(snapshot).__name__}")
+    problem = _snapshot_problem(snapshot)
+    if problem is not None:
+        if isinstance(snapshot.get("run_id"), str):
+            of = f"run snapshot of {run_id or snapshot['run_id']!r}"
+        raise damaged(problem)
+    return snapshot
+
+
+def _snapshot_problem(snapshot: dict[str, Any]) -> str | None:
+    """What is wrong with the shape of ``snapshot`` (``read_snapshot``), or None."""
     for key in _SNAPSHOT_IDS:
         if not isinstance(snapshot.get(key), str):
-            raise damaged(f"no {key!r} as text")
+            return f"no {key!r} as text"
     for key, (types, items) in _SNAPSHOT_FIELDS.items():
         if key not in snapshot:
             continue
@@ -422,17 +432,37 @@ def read_snapshot(
         if not isinstance(value, types) or (
             items is not None and not all(isinstance(i, items) for i in snapshot[key] or ())
         ):
-            of = f"run snapshot of {run_id or snapshot['run_id']!r}"
-            raise damaged(f"{key} is {repr(value)[:200]}")
+            return f"{key} is {repr(value)[:200]}"
     for key in ("updated_at", "created_at"):
         # updated_at, its owner's heartbeat: one that is no time was read as none, so a run
         # whose owner was gone never showed silent (its commands went to a dead inbox);
         # created_at places it in a listing and makes a page's cursor (refused if no time)
         at = snapshot.get(key)
         if at is not None and (not isinstance(at, str) or snapshot_time(at) is None):
-            of = f"run snapshot of {run_id or snapshot['run_id']!r}"
-            raise damaged(f"{key} is {repr(at)[:200]}, no ISO time")
-    return snapshot
+            return f"{key} is {repr(at)[:200]}, no ISO time"
+    return None
+
+
+def check_snapshots(snapshots: Iterable[dict[str, Any] | None]) -> None:
+    """Refuse (``ArgumentError``, a ``ValueError``) to save a run snapshot ``read_snapshot``
+    would report as damaged: a store's ``save_runs``, ``claim_run`` and ``release_run`` check
+    every snapshot first, so a batch with one wrong is saved not at all. A ``created_at`` of
+    ``"yesterday"`` was stored, and every read of the run was ``DamagedData`` after."""
+    for snapshot in snapshots:
+        if snapshot is None:
+            continue
+        if not isinstance(snapshot, dict):
+            raise ArgumentError(
+                f"a run snapshot is a dict (RunInfo.snapshot()), got {type(snapshot).__name__}"
+                "; nothing was saved"
+            )
+        problem = _snapshot_problem(snapshot)
+        if problem is not None:
+            rid = snapshot.get("run_id")
+            of = (
+                f"run snapshot of {shown_id(repr(rid))}" if isinstance(rid, str) else "run snapshot"
+            )
+            raise ArgumentError(f"{of}: {problem}; nothing was saved")
 
 
 #: How many damaged rows a reader (``Control``, a store's listings) remembers having warned

@@ -23,6 +23,7 @@ from tinyagents.store.base import (
     RunKey,
     Store,
     StoredCommand,
+    check_snapshots,
     newest_runs,
     sendable,
     stored_reason,
@@ -137,6 +138,7 @@ class MemoryStore(Store):
     async def save_runs(
         self, snapshots: list[dict[str, Any]], *, held_by: str | None = None
     ) -> list[str]:
+        check_snapshots(snapshots)
         # copies at every level, given and handed out: a durable store's are (the caller
         # may change what it gave or got, and the store must not change with it)
         refused: list[str] = []
@@ -151,6 +153,7 @@ class MemoryStore(Store):
     async def claim_run(
         self, snapshot: dict[str, Any], free: Callable[[dict[str, Any] | None], bool]
     ) -> tuple[bool, dict[str, Any] | None]:
+        check_snapshots([snapshot])
         # read and written with no await between: one step for every task of the loop
         held = self._runs.get(snapshot["run_id"])
         stored = copy.deepcopy(held) if held is not None else None
@@ -160,6 +163,7 @@ class MemoryStore(Store):
         return True, stored
 
     async def release_run(self, run_id: str, owner: str, previous: dict[str, Any] | None) -> bool:
+        check_snapshots([previous])
         held = self._runs.get(run_id)
         if held is None or held.get("owner") != owner:
             return False

@@ -55,6 +55,7 @@ from tinyagents.store.base import (
     Store,
     StoredCommand,
     WarnedRows,
+    check_snapshots,
     damaged_run,
     event_rows,
     heartbeat_age,
@@ -563,6 +564,7 @@ class PostgresStore(Store):
     async def save_runs(
         self, snapshots: list[dict[str, Any]], *, held_by: str | None = None
     ) -> list[str]:
+        check_snapshots(snapshots)
         if not snapshots:
             return []
         # In the order of their rows (run id; stable: one run's snapshots keep theirs), as
@@ -593,6 +595,7 @@ class PostgresStore(Store):
     async def claim_run(
         self, snapshot: dict[str, Any], free: Callable[[dict[str, Any] | None], bool]
     ) -> tuple[bool, dict[str, Any] | None]:
+        check_snapshots([snapshot])
         run_id = snapshot["run_id"]
         async with self._transaction(f"claim run {shown_id(run_id)}") as conn:
             # a run with no row: the insert waits for another claim's uncommitted one
@@ -609,6 +612,7 @@ class PostgresStore(Store):
             return True, stored
 
     async def release_run(self, run_id: str, owner: str, previous: dict[str, Any] | None) -> bool:
+        check_snapshots([previous])
         async with self._transaction(f"give back the claim of run {shown_id(run_id)}") as conn:
             data = await conn.fetchval("SELECT data FROM runs WHERE run_id = $1 FOR UPDATE", run_id)
             if data is None or _owner(data) != owner:

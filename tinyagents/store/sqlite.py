@@ -34,6 +34,7 @@ from tinyagents.store.base import (
     Store,
     StoredCommand,
     WarnedRows,
+    check_snapshots,
     damaged_run,
     event_rows,
     log_row,
@@ -523,6 +524,7 @@ class SqliteStore(Store):
     async def save_runs(
         self, snapshots: list[dict[str, Any]], *, held_by: str | None = None
     ) -> list[str]:
+        check_snapshots(snapshots)
         if not snapshots:
             return []
         refused: list[str] = []
@@ -544,6 +546,7 @@ class SqliteStore(Store):
     async def claim_run(
         self, snapshot: dict[str, Any], free: Callable[[dict[str, Any] | None], bool]
     ) -> tuple[bool, dict[str, Any] | None]:
+        check_snapshots([snapshot])
         run_id = snapshot["run_id"]
         async with self._writing(f"claim run {shown_id(run_id)}") as db:
             # IMMEDIATE: the file's write lock before the read, so no other connection (of
@@ -558,6 +561,7 @@ class SqliteStore(Store):
         return True, stored
 
     async def release_run(self, run_id: str, owner: str, previous: dict[str, Any] | None) -> bool:
+        check_snapshots([previous])
         async with self._writing(f"give back the claim of run {shown_id(run_id)}") as db:
             await db.execute("BEGIN IMMEDIATE")
             async with db.execute(_RUN_OWNERS, (json.dumps([run_id]),)) as cur:

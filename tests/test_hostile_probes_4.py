@@ -1,0 +1,151 @@
+"""A hostile user's fourth round: what a store is given to write, the id rule against
+characters that show another id than the one stored, and the supervisor's spec lookup.
+
+Each test is a probe that found something (named in its comment). The operator API's probes
+of this round are in ``tests/server/test_hostile_api_4.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from services import drop_pg_schemas, pg_schema, postgres_dsn
+
+from tinyagents.errors import ArgumentError, InvalidCommandError, InvalidIdError
+from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
+from tinyagents.protocol.ids import id_problem
+from tinyagents.runs import RunInfo
+from tinyagents.runs.info import check_id
+from tinyagents.store import MemoryStore, PostgresStore, SqliteStore, Store
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    if request.param == "memory":
+        opened: Store = MemoryStore()
+    elif request.param == "sqlite":
+        opened = SqliteStore(tmp_path / "store.db")
+    else:
+        opened = PostgresStore(postgres_dsn(), schema=pg_schema(tmp_path))
+    await opened.open()
+    try:
+        yield opened
+    finally:
+        await opened.close()
+        await drop_pg_schemas()
+
+
+# -- 1. a run snapshot with a time that is no time ---------------------------------------------
+
+NO_TIMES = ["yesterday", "", "2026-13-45T00:00:00", 12, ["2026-01-01"], {"at": 1}, True]
+
+
+@pytest.mark.parametrize("key", ["created_at", "updated_at"])
+@pytest.mark.parametrize("garbage", NO_TIMES, ids=repr)
+async def test_a_snapshot_whose_time_is_no_time_is_refused_before_it_is_stored(
+    store: Store, key: str, garbage: Any
+) -> None:
+    """Found: ``save_runs`` stored a ``created_at`` of ``"yesterday"`` (the listing's key and a
+    page's cursor), and every later read of the run was ``DamagedData``: a row the writer
+    itself damaged. Now the write is an ``ArgumentError`` naming the run and the field, and
+    nothing of the batch is stored (the good snapshot beside it included: one call, one
+    answer)."""
+    good = RunInfo(run_id="good", tenant_id="acme").snapshot()
+    bad = {**RunInfo(run_id="bad", tenant_id="acme").snapshot(), key: garbage}
+    with pytest.raises(ArgumentError, match=rf"'bad'.*{key}.*ISO") as caught:
+        await store.save_runs([good, bad])
+    assert isinstance(caught.value, ValueError)
+    assert await store.load_runs() == []
+    assert await store.list_runs() == []
+    # claim_run writes a snapshot too
+    with pytest.raises(ArgumentError, match=rf"{key}"):
+        await store.claim_run(bad, lambda stored: True)
+    assert await store.load_run("bad") is None
+    # a snapshot with no such time, or None, or a datetime's ISO text, is still taken
+    fine = {**RunInfo(run_id="fine", tenant_id="acme").snapshot(), "updated_at": None}
+    assert await store.save_runs([fine, good]) == []
+    assert sorted(r["run_id"] for r in await store.load_runs()) == ["fine", "good"]
+
+
+async def test_a_snapshot_that_is_no_snapshot_is_an_argument_error(store: Store) -> None:
+    """Found: a snapshot without a ``run_id`` (or with a number for one) was a ``KeyError``
+    from deep in the store, or stored a row no reader could read back."""
+    snap = RunInfo(run_id="r", tenant_id="acme").snapshot()
+    for broken in (
+        {k: v for k, v in snap.items() if k != "run_id"},
+        {**snap, "run_id": 7},
+        {**snap, "tenant_id": None},
+        {**snap, "status": ["running"]},
+    ):
+        with pytest.raises(ArgumentError, match=r"run snapshot"):
+            await store.save_runs([broken])
+    assert await store.load_runs() == []
+
+
+# -- 2. ids that show as another id --------------------------------------------------------
+
+#: Characters that reorder the text around them (bidi controls) or show as nothing
+#: (zero-width): ``"r\u202e1-nur"`` shows as ``rrun-1``, ``"run\u200b-1"`` as ``run-1``.
+SPOOFING = [
+    "\u202a",
+    "\u202b",
+    "\u202c",
+    "\u202d",
+    "\u202e",
+    "\u2066",
+    "\u2067",
+    "\u2068",
+    "\u2069",
+    "\u200b",
+    "\u200c",
+    "\u200d",
+    "\u200e",
+    "\u200f",
+    "\u061c",
+    "\u2060",
+    "\ufeff",
+]
+
+
+@pytest.mark.parametrize("char", SPOOFING, ids=lambda c: f"U+{ord(c):04X}")
+def test_an_id_with_a_bidi_or_zero_width_character_is_refused_everywhere_saying_which(
+    char: str,
+) -> None:
+    """Found: the id rule refused newlines and U+2028/U+2029 but took U+202E (right-to-left
+    override) and U+200B (zero-width space): an operator could be shown ``run-1`` for a run
+    whose id is another, and steer the wrong one. Refused where an id enters, the message
+    naming the character by its code point."""
+    bad = f"run{char}-1"
+    code = f"U+{ord(char):04X}"
+    problem = id_problem(bad)
+    assert problem is not None and code in problem, problem
+    with pytest.raises(InvalidIdError, match=code):
+        RunInfo(run_id=bad)
+    with pytest.raises(InvalidIdError, match=code):
+        RunInfo(run_id="r", tenant_id=bad)
+    with pytest.raises(InvalidIdError, match=code):
+        check_id(bad, "thread_id")
+    for build in (
+        lambda: SteeringTarget.agent_run(bad),
+        lambda: SteeringTarget.thread(bad),
+        lambda: SteeringActor.human("ana", tenant_id=bad),
+        lambda: SteeringCommand(
+            target=SteeringTarget.agent_run("r"),
+            actor=SteeringActor.test(),
+            kind=SteeringKind.RESUME,
+            checkpoint_id=bad,
+        ),
+    ):
+        with pytest.raises(InvalidCommandError, match=code):
+            build()
+
+
+def test_text_that_only_looks_alike_is_still_an_id() -> None:
+    """Letters of other scripts, right-to-left ones included, emoji and combining marks are
+    ids: only characters that show nothing or reorder the text are refused."""
+    for fine in ("\u05e8\u05d9\u05e6\u05d4-1", "\u0440\u0443\u043d", "run-\U0001f600", "e\u0301"):
+        assert id_problem(fine) is None
+        assert RunInfo(run_id=fine).run_id == fine
