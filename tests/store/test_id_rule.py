@@ -1,6 +1,6 @@
 """One id rule for every backend: an id is non-empty, at most ``MAX_ID_LENGTH`` characters and
 holds no control character (NUL among them) and no line or paragraph separator (U+2028,
-U+2029). An id the rule refuses is refused where it enters
+U+2029), nor a bidi control or zero-width character. An id the rule refuses is refused where it enters
 (a run, a thread, a command's target, actor or checkpoint), with a typed error, before any
 store sees it; the longest ids it allows (in four-byte UTF-8 characters) are stored and read
 back by every backend, PostgreSQL's btree indexes included (which refuse ~2.7 KB a row)."""
@@ -34,6 +34,11 @@ REFUSED = [
     # a line or paragraph separator: JavaScript and many log readers break a line at it
     pytest.param("a\u2028b", id="line-separator"),
     pytest.param("a\u2029b", id="paragraph-separator"),
+    # shows as nothing, or reorders the text around it: the id is shown as another
+    pytest.param("a\u202eb", id="right-to-left-override"),
+    pytest.param("a\u2067b", id="right-to-left-isolate"),
+    pytest.param("a\u200bb", id="zero-width-space"),
+    pytest.param("a\ufeffb", id="byte-order-mark"),
 ]
 
 

@@ -31,7 +31,7 @@ from pydantic import (
 from tinyagents import _clock
 from tinyagents.errors import InvalidCommandError
 from tinyagents.protocol import _payload_models as payload_models
-from tinyagents.protocol.ids import CONTROL_PROBLEM, MAX_QUOTED_ID, Id, shown_id
+from tinyagents.protocol.ids import CONTROL_PROBLEM, MAX_QUOTED_ID, Id, id_problem, shown_id
 from tinyagents.protocol.kinds import SteeringKind as SteeringKind
 from tinyagents.protocol.text import not_blank as _not_blank
 from tinyagents.protocol.text import shows_nothing as shows_nothing
@@ -820,10 +820,11 @@ def _invalid(exc: ValidationError, what: str) -> InvalidCommandError:
         if isinstance(cause, InvalidCommandError):
             return InvalidCommandError(str(cause))
         kind = err["type"]
+        given = err.get("input")
         message = (
             _NOT_UTF8
             if kind == "string_unicode"
-            else CONTROL_PROBLEM
+            else (isinstance(given, str) and id_problem(given)) or CONTROL_PROBLEM
             if kind == "string_pattern_mismatch"
             else err["msg"]
         )

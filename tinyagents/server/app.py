@@ -82,7 +82,14 @@ from tinyagents.protocol.commands import (
     quoted_name,
     shows_nothing,
 )
-from tinyagents.protocol.ids import ID_PATTERN, MAX_ID_LENGTH, id_problem, shown_id, shown_name
+from tinyagents.protocol.ids import (
+    ID_PATTERN,
+    MAX_ID_LENGTH,
+    STORED_ID_PATTERN,
+    id_problem,
+    shown_id,
+    shown_name,
+)
 from tinyagents.runs.info import RunStatus
 from tinyagents.server.auth import (
     INSECURE_DEV,
@@ -198,9 +205,10 @@ def _no_nul(value: str) -> str:
 
 
 def _an_id(value: str) -> str:
-    """``value`` if it keeps the id rule (``tinyagents.protocol.ids``), else a 422 that says
-    which part it breaks."""
-    problem = id_problem(value)
+    """``value`` if it keeps the id rule (``tinyagents.protocol.ids``) as a lookup of what is
+    stored does (``id_problem(stored=True)``: an id saved before the rule refused bidi and
+    zero-width characters still reads), else a 422 that says which part it breaks."""
+    problem = id_problem(value, stored=True)
     if problem is not None:
         raise PydanticCustomError(
             "id_rule",
@@ -218,7 +226,12 @@ ApiId = Annotated[
     StringConstraints(min_length=1),  # blank: a 422 too (it was looked up, a 404)
     AfterValidator(_an_id),
     WithJsonSchema(
-        {"type": "string", "minLength": 1, "maxLength": MAX_ID_LENGTH, "pattern": ID_PATTERN}
+        {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_ID_LENGTH,
+            "pattern": STORED_ID_PATTERN,
+        }
     ),
 ]
 
@@ -843,7 +856,12 @@ class OperatorApi(Record):
                 f"task not found: run {run_id} is an agent run, which has no graph tasks "
                 f"(send the command to /runs/{run_id}/commands)",
             )
-        target = command_target(snap, task_id)
+        try:
+            # a run stored before the id rule refused its id (a bidi or zero-width character)
+            # reads, but takes no command: its target is refused, a 422 saying why (was a 500)
+            target = command_target(snap, task_id)
+        except InvalidCommandError as exc:
+            raise Problem.of(exc) from None
         if target is None:
             raise Problem(
                 404,
@@ -890,7 +908,7 @@ def _plausible_id(value: str) -> bool:
     """Whether ``value`` could be an id at all: it keeps the id rule
     (``tinyagents.protocol.ids``: bounded, no control character) and is encodable (a lone
     surrogate from a percent-decoded path, or a NUL, would make the store's driver raise)."""
-    if not value or id_problem(value) is not None:
+    if not value or id_problem(value, stored=True) is not None:
         return False
     try:
         value.encode()
