@@ -1435,6 +1435,36 @@ def create_app(
                 return sent.rstrip("/")
         return None
 
+    #: the query parameters each route takes, by route (as many as there are routes)
+    route_queries: dict[int, tuple[str, ...]] = {}
+
+    def known_query(request: Request) -> None:
+        """A 422 for a query parameter the route does not take: ``?limt=5`` was ignored, so
+        the answer was the default page, and a typo'd filter (``?stauts=running``) answered
+        every run, which a script then acted on. Asked after the token (a caller without one
+        learns nothing of the route's parameters)."""
+        route = request.scope.get("route")
+        if route is None or not hasattr(route, "dependant"):
+            return
+        takes = route_queries.get(id(route))
+        if takes is None:  # the route's and its dependencies' (the token's ``ticket``...)
+            names: dict[str, None] = {}
+            dependants = [route.dependant]
+            while dependants:
+                dependant = dependants.pop()
+                names.update(dict.fromkeys(q.alias for q in dependant.query_params))
+                dependants.extend(dependant.dependencies)
+            takes = route_queries[id(route)] = tuple(names)
+        for name in request.query_params:
+            if name not in takes:
+                shown = quoted_name(name)
+                raise Problem(
+                    422,
+                    f"query ?{shown}= is unknown here ({shown!r} is no parameter of this "
+                    "endpoint): " + (f"it takes {', '.join(takes)}" if takes else "it takes none"),
+                    loc=("query", str(shown)),
+                )
+
     def one_authorization(request: Request) -> None:
         """A 401 for a request with two Authorization headers: the first was read, silently,
         while a proxy or a log in front may have judged the request by the other token."""
@@ -1466,6 +1496,7 @@ def create_app(
         else:
             p = api.principal(credentials.credentials)
         _given_once(request.query_params)  # after the token: a caller without one learns less
+        known_query(request)
         _given_once_header(request, "Content-Type")
         request.scope[_PRINCIPAL] = p
         return p
@@ -1497,6 +1528,7 @@ def create_app(
                 )
             query = request.query_params
             p = api.ticket_principal(ticket, query.get("run_id"), query.get("root_run_id"))
+            known_query(request)
             _given_once_header(request, "Last-Event-ID")
             return p
         if credentials is not None and access_token and access_token != credentials.credentials:
@@ -1509,6 +1541,7 @@ def create_app(
         token = credentials.credentials if credentials is not None else access_token
         p = api.principal(token, request.headers.get("authorization"))
         _given_once(request.query_params)
+        known_query(request)
         _given_once_header(request, "Last-Event-ID")
         return p
 
