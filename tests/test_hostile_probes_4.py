@@ -7,6 +7,8 @@ of this round are in ``tests/server/test_hostile_api_4.py``.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,12 +17,15 @@ from typing import Any
 import pytest
 from services import drop_pg_schemas, pg_schema, postgres_dsn
 
+from tinyagents import Agent, Runtime, SupervisorSpec
+from tinyagents.cli import main
 from tinyagents.errors import ArgumentError, InvalidCommandError, InvalidIdError
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.protocol.ids import id_problem
 from tinyagents.runs import RunInfo
 from tinyagents.runs.info import check_id
 from tinyagents.store import MemoryStore, PostgresStore, SqliteStore, Store
+from tinyagents.testkit import Gate
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
@@ -150,3 +155,55 @@ def test_text_that_only_looks_alike_is_still_an_id() -> None:
     for fine in ("\u05e8\u05d9\u05e6\u05d4-1", "\u0440\u0443\u043d", "run-\U0001f600", "e\u0301"):
         assert id_problem(fine) is None
         assert RunInfo(run_id=fine).run_id == fine
+
+
+# -- 4. one lookup of the spec that watches a run ------------------------------------------
+
+
+async def test_the_runtime_and_its_supervisor_find_a_runs_spec_by_one_lookup() -> None:
+    """``Runtime`` asked whether to make a supervisor by a copy of the supervisor's own spec
+    lookup (``_has_spec``): two copies that could come to differ (a run watched by a spec
+    the runtime never made a supervisor for). Now both ask ``RunRegistry.supervisor_spec_for``:
+    an agent's own spec, else the nearest graph's above it; none for a graph run."""
+    quiet = SupervisorSpec(rules=[{"when": "iteration_reached", "gte": 99}])
+    gate = Gate()
+    async with Runtime() as rt:
+        plain = await rt.start(Agent("plain", gate.model()), "go")
+        assert rt.runs.supervisor_spec_for(plain) is None
+        assert rt._supervisor is None  # no spec anywhere: no supervisor made
+        watched = await rt.start(Agent("watched", gate.model(), supervisor=quiet), "go")
+        assert rt.runs.supervisor_spec_for(watched) is quiet
+        assert rt.supervisor.watched() == [watched.run_id]
+        gate.open()
+        await plain.result()
+        await watched.result()
+
+
+# -- the runs command and a run stored with an id the rule now refuses -----------------------
+
+
+def test_the_runs_command_reads_a_stored_spoofing_id_and_refuses_to_steer_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run saved with U+202E in its id before the rule refused it: ``tinyagents runs``
+    lists it and shows it (the terminal shown its id escaped, never reordered), and a
+    command to it is refused naming the character, exit 2, nothing written."""
+    legacy = "run\u202e-1"
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+
+    async def save() -> None:
+        store = SqliteStore(tmp_path / "runs.db")
+        await store.open()
+        snap = {"run_id": legacy, "root_run_id": legacy, "tenant_id": "default"}
+        await store.save_runs([{**snap, "status": "completed"}])
+        await store.close()
+
+    asyncio.run(save())
+    assert main(["runs", "list", "--store", url]) == 0
+    out = capsys.readouterr().out
+    assert "\u202e" not in out and "run\\u202e-1" in out, out
+    assert main(["runs", "show", legacy, "--store", url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["run_id"] == legacy
+    assert main(["runs", "pause", legacy, "--store", url]) == 2
+    err = capsys.readouterr().err
+    assert "U+202E" in err and "\u202e" not in err, err

@@ -43,7 +43,7 @@ from tinyagents.events.models import SteeringEvent
 from tinyagents.events.otel import OTelSink
 from tinyagents.events.otel import default_sink as otel_default_sink
 from tinyagents.harness.agent import Agent
-from tinyagents.harness.loop import AgentRun, start_agent_run
+from tinyagents.harness.loop import start_agent_run
 from tinyagents.harness.subagent import SubAgent
 from tinyagents.protocol.commands import (
     ReceiptStatus,
@@ -1085,7 +1085,7 @@ class Runtime:
         self._on_own_loop("registering a run (rt.register(), graph.run(runtime=rt), ...)")
         self.runs.register(handle)
         await self.router.attach(handle, redirect_conflict=redirect_conflict)
-        if self._supervisor is not None or _has_spec(handle, self.runs):
+        if self._supervisor is not None or self.runs.supervisor_spec_for(handle) is not None:
             self.supervisor.watch(handle)
         self._claims.pop(handle.run_id, None)  # the run's claim is its own now
         return handle
@@ -1265,18 +1265,6 @@ def _finished(snapshot: dict[str, Any]) -> bool:
         return RunStatus(str(snapshot.get("status"))).finished
     except ValueError:
         return True  # a status this version does not know: written as it is
-
-
-def _has_spec(handle: RunHandle, runs: RunRegistry) -> bool:
-    """Whether a supervisor may have to watch ``handle`` in a runtime without a spec of its
-    own: an agent run whose agent was given one, or started inside a run that gives one (a
-    graph compiled with ``supervisor=...``). The supervisor decides; this only says when a
-    runtime makes one (``Runtime.supervisor``)."""
-    driver = handle.driver
-    return isinstance(driver, AgentRun) and (
-        getattr(driver.agent, "supervisor", None) is not None
-        or runs.supervisor_spec_above(handle) is not None
-    )
 
 
 def _names(trusted: Iterable[str]) -> frozenset[str]:

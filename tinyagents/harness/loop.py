@@ -1288,6 +1288,9 @@ class AgentRun(RunDriver):
 
     # ------------------------------------------------------------------ RunDriver hooks
 
+    def watched_by(self) -> tuple[bool, Any]:
+        return True, getattr(self.agent, "supervisor", None)
+
     def wake(self) -> None:
         if self._poke is not None:
             self._poke.set()

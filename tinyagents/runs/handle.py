@@ -114,6 +114,12 @@ class RunDriver:
         """
         return None
 
+    def watched_by(self) -> tuple[bool, Any]:
+        """Whether a supervisor watches this run (an agent run: the runtime's spec covers
+        it), and the spec it was given of its own (an agent's ``supervisor=``), or None
+        (``RunRegistry.supervisor_spec_for`` adds the one given from above)."""
+        return False, None
+
     def stream(self, mode: str | Iterable[str] = "values", *, subgraphs: bool = False) -> Any:
         """The run's stream (``RunHandle.stream``); a run whose execution layer does not
         stream raises ``ConfigurationError``."""

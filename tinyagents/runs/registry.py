@@ -112,6 +112,18 @@ class RunRegistry:
             parent_id = parent.info.parent_run_id
         return None
 
+    def supervisor_spec_for(self, handle: RunHandle) -> Any:
+        """The supervisor spec that watches ``handle``'s run short of the runtime's own: its
+        own (an agent given ``supervisor=``), else the nearest above it
+        (``supervisor_spec_above``); None for a run no supervisor watches (a graph run: its
+        driver's ``watched_by``) or one given none (the runtime's spec then watches it, if it
+        has one). One lookup for the runtime (whether to make its supervisor) and the
+        supervisor (which spec to watch by): two copies of it could tell them apart."""
+        watched, own = handle.driver.watched_by()
+        if not watched:
+            return None
+        return own if own is not None else self.supervisor_spec_above(handle)
+
     def __contains__(self, run_id: object) -> bool:
         return run_id in self._handles
 

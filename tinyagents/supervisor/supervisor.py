@@ -260,11 +260,9 @@ class Supervisor:
         driver = handle.driver
         if not isinstance(driver, AgentRun):
             return False
-        spec = (
-            getattr(driver.agent, "supervisor", None)
-            or self.host.runs.supervisor_spec_above(handle)
-            or self.spec
-        )
+        spec = self.host.runs.supervisor_spec_for(handle)
+        if spec is None:
+            spec = self.spec
         if not isinstance(spec, SupervisorSpec) or "agents" not in spec.watches:
             return False
         if not self._listening:
