@@ -91,6 +91,25 @@ async def test_a_snapshot_that_is_no_snapshot_is_an_argument_error(store: Store)
     assert await store.load_runs() == []
 
 
+@pytest.mark.parametrize("bad", ["a\x00b", "a\nb", "a\ud800", "r" * 300, "", "  "], ids=repr)
+@pytest.mark.parametrize("key", ["run_id", "root_run_id", "tenant_id", "parent_run_id"])
+async def test_a_snapshot_naming_an_id_no_run_can_have_is_refused_by_every_store(
+    store: Store, key: str, bad: str
+) -> None:
+    """Found: a snapshot's ids were stored as given: the memory store took a NUL, a newline,
+    a lone surrogate and 300 characters; SQLite took all but the surrogate (a ``StoreError``
+    quoting a codec); PostgreSQL refused the NUL and the surrogate (``StoreError``s quoting
+    its driver). The id rule (as a lookup reads it: ids stored before a character was
+    refused are saved again) is now checked first, the same ``ArgumentError`` on each."""
+    snap = {**RunInfo(run_id="r", tenant_id="acme").snapshot(), key: bad}
+    with pytest.raises(ArgumentError, match=rf"{key}"):
+        await store.save_runs([snap])
+    assert await store.load_runs() == []
+    # an id stored before the rule refused bidi and zero-width characters is saved again
+    legacy = {**RunInfo(run_id="r", tenant_id="acme").snapshot(), key: "r\u202e1"}
+    assert await store.save_runs([legacy]) == []
+
+
 # -- 2. ids that show as another id --------------------------------------------------------
 
 #: Characters that reorder the text around them (bidi controls) or show as nothing

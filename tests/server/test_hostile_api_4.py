@@ -169,3 +169,18 @@ async def test_a_body_with_nan_or_an_infinity_is_refused_naming_it_and_nothing_i
         said = r.json()["message"].lower()
         assert constant.lstrip("-")[:3].lower() in said or "priority" in said, said
     await unchanged(served, run)
+
+
+async def test_a_page_ending_at_a_run_with_a_spoofing_id_links_to_the_next(
+    served: Served,
+) -> None:
+    """The next page's cursor holds the last run's id: one stored with U+202E (before the
+    rule refused it) still makes a cursor the API takes back."""
+    store = _store(served)
+    await store.save_runs([snap("older", at=1), snap("run\u202e-1", at=2)])
+    first = await served.client.get(f"{BASE}/runs?limit=1", headers=served.as_("alice"))
+    assert [r["run_id"] for r in first.json()] == ["run\u202e-1"], first.text
+    link = first.headers["link"].split(">")[0].lstrip("<")
+    second = await served.client.get(link, headers=served.as_("alice"))
+    assert second.status_code == 200, second.text
+    assert "older" in [r["run_id"] for r in second.json()], second.text

@@ -38,7 +38,7 @@ from tinyagents.protocol.commands import (
     ThreadTarget,
     dedupe_scope,
 )
-from tinyagents.protocol.ids import shown_id
+from tinyagents.protocol.ids import id_problem, shown_id
 from tinyagents.protocol.state import CommandState
 
 _log = logging.getLogger("tinyagents.store")
@@ -456,13 +456,36 @@ def check_snapshots(snapshots: Iterable[dict[str, Any] | None]) -> None:
                 f"a run snapshot is a dict (RunInfo.snapshot()), got {type(snapshot).__name__}"
                 "; nothing was saved"
             )
-        problem = _snapshot_problem(snapshot)
+        problem = _snapshot_problem(snapshot) or _ids_problem(snapshot)
         if problem is not None:
             rid = snapshot.get("run_id")
             of = (
                 f"run snapshot of {shown_id(repr(rid))}" if isinstance(rid, str) else "run snapshot"
             )
             raise ArgumentError(f"{of}: {problem}; nothing was saved")
+
+
+def _ids_problem(snapshot: dict[str, Any]) -> str | None:
+    """Which id of ``snapshot`` no run can have, and why, or None. Checked as a lookup
+    reads an id (``id_problem(stored=True)``): a run saved before the rule refused bidi and
+    zero-width characters is saved again. The backends took different ones (the memory store
+    a NUL, a newline and a lone surrogate, SQLite all but the surrogate, PostgreSQL neither
+    NUL nor surrogate), and the refusals were their drivers' errors."""
+    for key in (*_SNAPSHOT_IDS[:3], "parent_run_id", "thread_id"):
+        value = snapshot.get(key)
+        if not isinstance(value, str):  # (the ids are text: ``_snapshot_problem`` said so)
+            continue
+        if not value.strip():
+            return f"{key} is blank"
+        problem = id_problem(value, stored=True)
+        if problem is None and not value.isascii():
+            try:
+                value.encode()
+            except UnicodeEncodeError:
+                problem = "holds a lone surrogate, which no store can write"
+        if problem is not None:
+            return f"{key} {shown_id(repr(value))} breaks the id rule: {problem}"
+    return None
 
 
 #: How many damaged rows a reader (``Control``, a store's listings) remembers having warned
