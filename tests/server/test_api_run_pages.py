@@ -5,6 +5,7 @@ for one page, live snapshots are merged into it, and no page or cursor crosses t
 from __future__ import annotations
 
 import re
+import sqlite3
 from typing import Any
 
 import httpx
@@ -15,6 +16,7 @@ from tinyagents import Runtime
 from tinyagents.server import Control
 from tinyagents.server.control import decode_cursor, encode_cursor
 from tinyagents.store import MemoryStore, SqliteStore, Store
+from tinyagents.store.sqlite import _SAVE_RUN, _run_row
 
 
 def snap(
@@ -397,7 +399,11 @@ async def test_a_run_id_that_reads_as_two_narrowings_is_still_listed_whole(
     family = [snap("root", 1000), snap("c-00", 1001, root="root")]
     family[1]["parent_run_id"] = "root"
     mine = [snap(weird, 900), snap("k-1", 901, root=weird)]
-    await store.save_runs([*family, *mine, *(snap(f"x-{i:03d}", i) for i in range(50))])
+    await store.save_runs([*family, *(snap(f"x-{i:03d}", i) for i in range(50))])
+    # written as an older version wrote it: a store now refuses an id with a newline
+    assert isinstance(store, SqliteStore)
+    with sqlite3.connect(store.path) as db:
+        db.executemany(_SAVE_RUN, [_run_row(s) for s in mine])
     narrowed = served.auth.attenuate(served.tokens["alice"], run_id=weird)
     ids, _ = await walk(served, narrowed, f"{BASE}/runs?limit=1")
     assert ids == ["k-1", weird]
