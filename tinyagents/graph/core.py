@@ -323,11 +323,7 @@ class GraphCore:
         # the first step on a copy first: an input a reducer or a router refuses saves nothing
         applied = head.staged(writes)
         delta = await self._first_step(applied, writes, recursion_limit, goto)
-        head.step = head.step + 1 if head.checkpoint_id is not None else -1
-        head.frontier = [Planned(node=START, arg=writes)]
-        head.frontier_id = new_frontier_id()
-        head.records = {}
-        await save(cp, head, delta={} if head.seq >= 0 else None, source="input")
+        await self._save_input(head, writes, cp)
         head.values, head.barriers, head.frontier = (
             applied.values,
             applied.barriers,
@@ -336,6 +332,26 @@ class GraphCore:
         head.step += 1
         await self._save_first_step(head, cp, delta)
         return frozenset(writes)
+
+    async def save_input(self, head: Head, data: Any, cp: Checkpointer) -> None:
+        """``update_state(data, as_node="__input__")``, as LangGraph's: ``data`` saved as a
+        run's input is (``start_input``'s first checkpoint, source ``"input"``), not applied:
+        the state is the head's, ``next`` is ``START``, and ``run(None)`` or an update as
+        ``START`` goes on from it (``{}`` too, as a run's input of no key). An input that the
+        schema, a reducer or a router on START refuses raises and saves nothing."""
+        writes = self.schema.coerce_input(data)
+        await self._first_step(head.staged(writes), writes, self.recursion_limit)
+        await self._save_input(head, writes, cp)
+
+    async def _save_input(self, head: Head, writes: dict[str, Any], cp: Checkpointer) -> None:
+        """Save ``writes`` as an input's checkpoint: the state before it, the input waiting
+        (``next`` is ``START``), step -1 on a new thread, the head's step + 1 on one that has
+        a checkpoint."""
+        head.step = head.step + 1 if head.checkpoint_id is not None else -1
+        head.frontier = [Planned(node=START, arg=writes)]
+        head.frontier_id = new_frontier_id()
+        head.records = {}
+        await save(cp, head, delta={} if head.seq >= 0 else None, source="input")
 
     async def take_pending_input(
         self, head: Head, cp: Checkpointer | None, recursion_limit: int

@@ -23,7 +23,7 @@ import asyncio
 import concurrent.futures
 import functools
 import inspect
-from collections.abc import Callable, Collection, Generator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Generator, Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
@@ -478,6 +478,37 @@ class Entrypoint(CompiledGraph):
         SyncInAsyncError.refuse_inside_a_loop(f"entrypoint {self.name!r}", "await .ainvoke()")
         return asyncio.run(self.ainvoke(input, config, thread_id=thread_id))
 
+    def stream(
+        self,
+        input: Any = None,
+        *,
+        thread_id: str | None = None,
+        mode: str | Iterable[str] = "updates",
+        subgraphs: bool = False,
+        runtime: RunHost | None = None,
+        checkpoint_id: str | None = None,
+        recursion_limit: int | None = None,
+        max_concurrency: int | None = None,
+        interrupt_before: Collection[str] | str = (),
+        interrupt_after: Collection[str] | str = (),
+    ) -> AsyncIterator[Any]:
+        """As ``CompiledGraph.stream`` (with ``runtime=`` too, and called inside a node), of
+        ``updates`` unless ``mode`` says otherwise, as LangGraph's entrypoint streams (its
+        ``stream_mode`` is ``"updates"``); the items are LangGraph's (``_EntryStream``). A
+        started run's ``handle.stream()`` keeps its own default, ``values``."""
+        return super().stream(
+            input,
+            thread_id=thread_id,
+            mode=mode,
+            subgraphs=subgraphs,
+            runtime=runtime,
+            checkpoint_id=checkpoint_id,
+            recursion_limit=recursion_limit,
+            max_concurrency=max_concurrency,
+            interrupt_before=interrupt_before,
+            interrupt_after=interrupt_after,
+        )
+
     async def get_state(
         self, thread_id: str, checkpoint_id: str | None = None, *, subgraphs: bool = False
     ) -> StateSnapshot:
@@ -501,10 +532,15 @@ class Entrypoint(CompiledGraph):
         """As LangGraph's ``update_state`` of an entrypoint: ``update`` (any value) is written
         as the function's return: the state, and what the next run's ``previous`` reads
         (``entrypoint.final(value=..., save=...)`` each); the run it paused counts as done.
-        ``as_node="__copy__"`` and ``ns`` (a task call's namespace) are as for any graph."""
+        ``as_node="__copy__"`` and ``ns`` (a task call's namespace) are as for any graph;
+        ``as_node="__input__"`` saves ``update`` as a run's input (the function's argument)."""
         if as_node == "__copy__" or ns:
             return await super().update_state(
                 thread_id, update, as_node=as_node, checkpoint_id=checkpoint_id, ns=ns
+            )
+        if as_node == "__input__":  # saved as a run's input: the function's argument
+            return await super().update_state(
+                thread_id, {"input": update}, as_node=as_node, checkpoint_id=checkpoint_id
             )
         return await super().update_state(
             thread_id,

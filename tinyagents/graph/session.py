@@ -386,6 +386,8 @@ class GraphSession:
             )
         if as_node == COPY:
             return await self._copy(update, checkpoint_id)
+        if as_node == INPUT:
+            return await self._as_input(update, checkpoint_id)
         check_as_node(graph, as_node)  # before anything is read
         head = await self.load() or self.fresh()
         rewound_to = None
@@ -442,6 +444,22 @@ class GraphSession:
             checkpoint_id = staged.checkpoint_id
         return checkpoint_id
 
+    async def _as_input(self, update: Any, checkpoint_id: str | None) -> str:
+        """``update_state(values, as_node="__input__")``, as LangGraph's: ``values`` saved as
+        a run's input is at the head, not applied (``next`` is ``START``); an update as
+        ``START``, or ``run(None)``, applies it. Not at an older checkpoint (LangGraph's
+        would fork there)."""
+        head = await self.load() or self.fresh()
+        if checkpoint_id is not None and checkpoint_id != head.checkpoint_id:
+            raise InvalidUpdateError(
+                'update_state(as_node="__input__") saves an input at the head of the thread, '
+                f"not at checkpoint {checkpoint_id!r}: fork there first"
+            )
+        assert self.cp is not None
+        await self.graph.save_input(head, update, self.cp)
+        assert head.checkpoint_id is not None
+        return head.checkpoint_id
+
     async def _copy(self, update: dict[str, Any], checkpoint_id: str | None) -> str:
         """``update_state(None, as_node="__copy__")``, as LangGraph's: the thread as it was at
         ``checkpoint_id`` (the head by default) saved again, unchanged, as a ``rewind`` (its
@@ -470,6 +488,8 @@ class GraphSession:
 
 #: ``update_state``'s ``as_node`` that copies a checkpoint (LangGraph's name)
 COPY: Final = "__copy__"
+#: ``update_state``'s ``as_node`` that saves the update as a run's input (LangGraph's name)
+INPUT: Final = "__input__"
 
 
 def starts_thread(input: Any) -> bool:
@@ -572,9 +592,11 @@ def check_supersteps(
                 raise InvalidUpdateError(
                     f"bulk_update_state: superstep {index} has {len(step)} updates, so each "
                     "names the node whose output it is (as_node, a node of the graph, not "
-                    f"START, END or '__copy__'), got as_node={update.as_node!r}"
+                    f"START, END, '__copy__' or '__input__'), got as_node={update.as_node!r}"
                 )
-            if update.as_node != COPY:
+            if update.as_node == INPUT:
+                graph.schema.coerce_input(update.values)  # the input schema's keys
+            elif update.as_node != COPY:
                 check_as_node(graph, update.as_node)
                 if update.values is not None:
                     graph.schema.check_update(

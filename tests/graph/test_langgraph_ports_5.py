@@ -1,0 +1,617 @@
+"""Ports of LangGraph's tests, fifth round (``libs/langgraph/tests/test_pregel.py``,
+``test_pregel_async.py``, ``test_state.py``, ``test_retry.py``, ``test_large_cases.py``,
+``test_subgraph_persistence.py`` and ``test_time_travel.py``): the same program on LangGraph
+and on ``tinyagents.graph``, compared, as in ``test_langgraph_ports.py``. Each test's comment
+names the LangGraph test it follows.
+
+LangGraph runs on its ``InMemorySaver``; ours on every checkpointer backend (the
+``checkpointer`` fixture). A difference docs/graph.md documents is asserted as ours, with a
+comment naming the section.
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+from types import SimpleNamespace
+from typing import Annotated, Any, NotRequired, Required, TypedDict
+
+import pytest
+from langgraph_kit import OURS as OURS_GRAPH
+from langgraph_kit import THEIRS as THEIRS_GRAPH
+from langgraph_kit import cfg, lg_errors, lg_memory, lg_types, pair
+
+from tinyagents.errors import InvalidUpdateError
+from tinyagents.graph import Overwrite as OursOverwrite
+from tinyagents.graph import StateUpdate, UntrackedValue, entrypoint, task
+from tinyagents.store.checkpoint import Checkpointer
+
+lg_func = pytest.importorskip("langgraph.func")
+lg_untracked = pytest.importorskip("langgraph.channels.untracked_value")
+
+OURS = SimpleNamespace(**vars(OURS_GRAPH), entrypoint=entrypoint, task=task)
+THEIRS = SimpleNamespace(**vars(THEIRS_GRAPH), entrypoint=lg_func.entrypoint, task=lg_func.task)
+
+
+def saver(g: Any, checkpointer: Checkpointer) -> Any:
+    """Ours on the fixture's backend, LangGraph's on its ``InMemorySaver``."""
+    return checkpointer if g is OURS else lg_memory.InMemorySaver()
+
+
+def questions(out: Any) -> list[Any] | None:
+    """The questions of an ``ainvoke`` result that paused (None for one that did not)."""
+    if isinstance(out, dict) and "__interrupt__" in out:
+        return [i.value for i in out["__interrupt__"]]
+    return None
+
+
+# -- the functional API: tasks before and between questions (test_pregel.py) ----------------
+
+
+def topics(g: Any, checkpointer: Checkpointer) -> Any:
+    @g.entrypoint(checkpointer=saver(g, checkpointer))
+    def workflow(number_of_topics: int) -> dict[str, Any]:
+        @g.task
+        def setup() -> int:
+            return number_of_topics
+
+        @g.task
+        def ask(question: str) -> Any:
+            return g.interrupt(question)
+
+        n = setup().result()
+        answers = [ask(f"Whats the answer for topic {i + 1}?").result() for i in range(n)]
+        return {"answers": answers}
+
+    return workflow
+
+
+async def test_a_task_before_the_questions_then_each_answer(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_pregel.py::test_task_before_interrupt_resume
+    seen = []
+    for g in (OURS, THEIRS):
+        workflow = topics(g, checkpointer)
+        outs = [
+            await workflow.ainvoke(2, cfg()),
+            await workflow.ainvoke(g.Command(resume="answer1"), cfg()),
+            await workflow.ainvoke(g.Command(resume="answer2"), cfg()),
+        ]
+        assert questions(outs[0]) == ["Whats the answer for topic 1?"]
+        assert questions(outs[1]) == ["Whats the answer for topic 2?"]
+        assert outs[2] == {"answers": ["answer1", "answer2"]}
+        seen.append([questions(o) or o for o in outs])
+    assert seen[0] == seen[1]
+
+
+def computed(g: Any, checkpointer: Checkpointer) -> Any:
+    @g.entrypoint(checkpointer=saver(g, checkpointer))
+    def workflow(inputs: dict[str, Any]) -> dict[str, Any]:
+        @g.task
+        def step_a(x: int) -> int:
+            return x + 1
+
+        @g.task
+        def step_b(x: int) -> int:
+            return x * 2
+
+        @g.task
+        def ask(question: str) -> Any:
+            return g.interrupt(question)
+
+        a = step_a(inputs["x"]).result()
+        b = step_b(a).result()
+        answer = ask(f"Result so far is {b}. What next?").result()
+        return {"computed": b, "answer": answer}
+
+    return workflow
+
+
+async def test_two_tasks_before_a_question(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_pregel.py::test_multiple_tasks_before_interrupt_resume
+    for g in (OURS, THEIRS):
+        workflow = computed(g, checkpointer)
+        out = await workflow.ainvoke({"x": 5}, cfg())
+        assert questions(out) == ["Result so far is 12. What next?"]
+        out = await workflow.ainvoke(g.Command(resume="continue"), cfg())
+        assert out == {"computed": 12, "answer": "continue"}
+
+
+def falsy(g: Any, checkpointer: Checkpointer, calls: list[str]) -> Any:
+    @g.task
+    def falsy_task() -> bool:
+        calls.append("falsy_task")
+        return False
+
+    @g.entrypoint(checkpointer=saver(g, checkpointer))
+    def graph(state: dict[str, Any]) -> Any:
+        calls.append("graph")
+        got = falsy_task().result()
+        return {"got": got, "answer": g.interrupt("test")}
+
+    return graph
+
+
+async def test_a_task_returning_false_is_not_run_again_on_resume(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_pregel.py::test_falsy_return_from_task (its debug stream's task
+    # results: the task's False is saved, and the resume does not run it again)
+    seen = []
+    for g in (OURS, THEIRS):
+        calls: list[str] = []
+        graph = falsy(g, checkpointer, calls)
+        assert questions(await graph.ainvoke({"a": 5}, cfg())) == ["test"]
+        assert await graph.ainvoke(g.Command(resume="123"), cfg()) == {
+            "got": False,
+            "answer": "123",
+        }
+        assert calls == ["graph", "falsy_task", "graph"]
+        seen.append(calls)
+    assert seen[0] == seen[1]
+
+
+def foo_bar(g: Any, checkpointer: Checkpointer) -> Any:
+    @g.task
+    def foo(state: dict[str, Any]) -> dict[str, Any]:
+        return {"a": state["a"] + "foo"}
+
+    @g.task
+    def bar(state: dict[str, Any]) -> dict[str, Any]:
+        return {"a": state["a"] + "bar", "b": state["b"]}
+
+    @g.entrypoint(checkpointer=saver(g, checkpointer))
+    def graph(inputs: dict[str, Any]) -> dict[str, Any]:
+        fut_foo = foo(inputs)
+        value = g.interrupt("Provide value for bar:")
+        bar_input = {**fut_foo.result(), "b": value}
+        return bar(bar_input).result()
+
+    return graph
+
+
+async def test_a_question_while_a_task_runs(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_pregel.py::test_interrupt_functional
+    for g in (OURS, THEIRS):
+        graph = foo_bar(g, checkpointer)
+        assert questions(await graph.ainvoke({"a": ""}, cfg())) == ["Provide value for bar:"]
+        assert await graph.ainvoke(g.Command(resume="bar"), cfg()) == {"a": "foobar", "b": "bar"}
+
+
+def participants(g: Any, checkpointer: Checkpointer) -> Any:
+    @g.task
+    async def add_participant(name: str) -> str:
+        feedback = g.interrupt(f"Hey do you want to add {name}?")
+        if feedback is False:
+            return f"The user changed their mind and doesn't want to add {name}!"
+        if feedback is True:
+            return f"Added {name}!"
+        raise ValueError("Invalid feedback")
+
+    @g.entrypoint(checkpointer=saver(g, checkpointer))
+    async def program(_state: Any) -> list[str]:
+        first = await add_participant("James")
+        second = await add_participant("Will")
+        return [first, second]
+
+    return program
+
+
+async def test_each_task_asks_in_turn(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_pregel_async.py::test_handles_multiple_interrupts_from_tasks
+    for g in (OURS, THEIRS):
+        program = participants(g, checkpointer)
+        out = await program.ainvoke("this is ignored", cfg())
+        assert questions(out) == ["Hey do you want to add James?"]
+        state = await (program.aget_state(cfg()) if g is THEIRS else program.get_state("1"))
+        assert [i.value for i in state.tasks[0].interrupts] == ["Hey do you want to add James?"]
+        out = await program.ainvoke(g.Command(resume=True), cfg())
+        assert questions(out) == ["Hey do you want to add Will?"]
+        state = await (program.aget_state(cfg()) if g is THEIRS else program.get_state("1"))
+        assert [i.value for i in state.tasks[0].interrupts] == ["Hey do you want to add Will?"]
+        out = await program.ainvoke(g.Command(resume=True), cfg())
+        assert out == ["Added James!", "Added Will!"]
+
+
+def shown_items(items: list[Any]) -> list[Any]:
+    """Stream items with each pause as its questions (the interrupt ids differ)."""
+    return [
+        {"__interrupt__": [i.value for i in e["__interrupt__"]]}
+        if isinstance(e, dict) and "__interrupt__" in e
+        else e
+        for e in items
+    ]
+
+
+async def test_a_task_question_is_streamed_once(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_pregel_async.py::test_interrupts_in_tasks_surfaced_once; an
+    # entrypoint's stream is of ``updates`` unless told (LangGraph's ``stream_mode``)
+    seen = []
+    for g in (OURS, THEIRS):
+        program = participants(g, checkpointer)
+        if g is THEIRS:
+            items = [e async for e in program.astream("this is ignored", cfg())]
+            again = [e async for e in program.astream(g.Command(resume=True), cfg())]
+        else:
+            items = [e async for e in program.stream("this is ignored", thread_id="1")]
+            again = [e async for e in program.stream(g.Command(resume=True), thread_id="1")]
+        assert shown_items(items) == [{"__interrupt__": ["Hey do you want to add James?"]}]
+        assert shown_items(again) == [
+            {"add_participant": "Added James!"},
+            {"__interrupt__": ["Hey do you want to add Will?"]},
+        ]
+        assert await program.ainvoke(g.Command(resume=True), cfg()) == [
+            "Added James!",
+            "Added Will!",
+        ]
+        seen.append((shown_items(items), shown_items(again)))
+    assert seen[0] == seen[1]
+
+
+# -- Send with untracked values (test_pregel.py) ---------------------------------------------
+
+
+class Resource:
+    """Something that cannot be saved (it holds a lock)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.lock = threading.Lock()
+
+
+class WithResource(TypedDict):
+    messages: Annotated[list[str], operator.add]
+    session_resource: Annotated[Resource, UntrackedValue]
+
+
+class ThemWithResource(TypedDict):
+    messages: Annotated[list[str], operator.add]
+    session_resource: Annotated[Resource, lg_untracked.UntrackedValue]
+
+
+def resource_sender(g: Any) -> Any:
+    def setup_node(state: Any) -> dict[str, Any]:
+        return {"messages": ["setup complete"], "session_resource": Resource("test_session")}
+
+    def send_to_tool(state: Any) -> list[Any]:
+        return [g.Send("tool_node", state)]
+
+    def tool_node(state: Any) -> dict[str, Any]:
+        resource = state["session_resource"]
+        assert isinstance(resource, Resource)
+        assert resource.name == "test_session"
+        return {
+            "messages": [f"tool used resource: {resource.name}"],
+            "session_resource": Resource("new_session"),
+        }
+
+    graph = g.StateGraph(WithResource if g is OURS else ThemWithResource)
+    graph.add_node("setup", setup_node)
+    graph.add_node("tool_node", tool_node)
+    graph.add_edge(g.START, "setup")
+    graph.add_conditional_edges("setup", send_to_tool, ["tool_node"])
+    return graph
+
+
+async def test_a_send_carries_an_untracked_value(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_pregel.py::test_send_with_untracked_value
+    ours = resource_sender(OURS).compile(checkpointer=checkpointer)
+    theirs = resource_sender(THEIRS).compile(checkpointer=lg_memory.InMemorySaver())
+    out = await theirs.ainvoke({}, cfg())
+    result = (await ours.run({}, thread_id="1")).raise_for_status()
+    assert result.state["messages"] == out["messages"]
+    assert out["messages"] == ["setup complete", "tool used resource: test_session"]
+    assert result.state["session_resource"].name == out["session_resource"].name == "new_session"
+    ours_state = await ours.get_state("1")
+    theirs_state = await theirs.aget_state(cfg())
+    assert "session_resource" not in theirs_state.values
+    assert ours_state.values == theirs_state.values
+
+
+class Overlapping(TypedDict):
+    dictionary: dict[str, Any]
+    session_resource: Annotated[str, UntrackedValue]
+
+
+class ThemOverlapping(TypedDict):
+    dictionary: dict[str, Any]
+    session_resource: Annotated[str, lg_untracked.UntrackedValue]
+
+
+def overlapping_sender(g: Any) -> Any:
+    def setup_node(state: Any) -> dict[str, Any]:
+        return {}
+
+    def send_to_tool(state: Any) -> list[Any]:
+        item = {"dictionary": {"session_resource": "legal_value"}}
+        return [g.Send("tool_node", {**item, "session_resource": "illegal_value"})]
+
+    def tool_node(state: Any) -> dict[str, Any]:
+        assert state["dictionary"] == {"session_resource": "legal_value"}
+        assert state["session_resource"] == "illegal_value"
+        return {"dictionary": state["dictionary"], "session_resource": "new_illegal_value"}
+
+    graph = g.StateGraph(Overlapping if g is OURS else ThemOverlapping)
+    graph.add_node("setup", setup_node)
+    graph.add_node("tool_node", tool_node)
+    graph.add_edge(g.START, "setup")
+    graph.add_conditional_edges("setup", send_to_tool, ["tool_node"])
+    return graph
+
+
+async def test_an_untracked_key_beside_a_dict_holding_that_key(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_pregel.py::test_send_with_untracked_value_overlapping_keys
+    ours = overlapping_sender(OURS).compile(checkpointer=checkpointer)
+    theirs = overlapping_sender(THEIRS).compile(checkpointer=lg_memory.InMemorySaver())
+    out = await theirs.ainvoke({}, cfg())
+    result = (await ours.run({}, thread_id="1")).raise_for_status()
+    assert result.state == out
+    assert out["session_resource"] == "new_illegal_value"
+    ours_state = await ours.get_state("1")
+    theirs_state = await theirs.aget_state(cfg())
+    assert (
+        ours_state.values
+        == theirs_state.values
+        == {"dictionary": {"session_resource": "legal_value"}}
+    )
+
+
+# -- Overwrite (test_pregel.py) ---------------------------------------------------------------
+
+
+class Messages(TypedDict):
+    messages: Annotated[list[Any], operator.add]
+
+
+def overwriting(g: Any, as_json: bool, parallel: bool) -> Any:
+    kind = OursOverwrite if g is OURS else lg_types.Overwrite
+
+    def node_a(state: Any) -> dict[str, Any]:
+        return {"messages": ["a"]}
+
+    def writer(value: str) -> Any:
+        def node(state: Any) -> dict[str, Any]:
+            over = {"__overwrite__": [value]} if as_json else kind([value])
+            return {"messages": over}
+
+        return node
+
+    builder = g.StateGraph(Messages)
+    builder.add_node("node_a", node_a)
+    builder.add_node("node_b", writer("b"))
+    builder.add_edge(g.START, "node_a")
+    builder.add_edge("node_a", "node_b")
+    if parallel:
+        builder.add_node("node_c", writer("c"))
+        builder.add_edge("node_a", "node_c")
+    return builder
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+async def test_an_overwrite_after_appends(checkpointer: Checkpointer, as_json: bool) -> None:
+    # LangGraph: test_pregel.py::test_overwrite_sequential
+    ours = overwriting(OURS, as_json, False).compile(checkpointer=checkpointer)
+    theirs = overwriting(THEIRS, as_json, False).compile(checkpointer=lg_memory.InMemorySaver())
+    out = await theirs.ainvoke({"messages": ["START"]}, cfg())
+    result = (await ours.run({"messages": ["START"]}, thread_id="1")).raise_for_status()
+    assert result.state == out == {"messages": ["b"]}
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+async def test_two_overwrites_in_one_step_fail(checkpointer: Checkpointer, as_json: bool) -> None:
+    # LangGraph: test_pregel.py::test_overwrite_parallel_error
+    ours = overwriting(OURS, as_json, True).compile(checkpointer=checkpointer)
+    theirs = overwriting(THEIRS, as_json, True).compile(checkpointer=lg_memory.InMemorySaver())
+    with pytest.raises(lg_errors.InvalidUpdateError, match="only one Overwrite value per super"):
+        await theirs.ainvoke({"messages": ["START"]}, cfg())
+    result = await ours.run({"messages": ["START"]}, thread_id="1")
+    assert result.status == "failed"
+    with pytest.raises(InvalidUpdateError, match="only one Overwrite value per super"):
+        result.raise_for_status()
+
+
+# -- a node returning a list of Commands, or Commands and an update (test_pregel.py) ---------
+
+
+class Text(TypedDict):
+    text: Annotated[str, operator.add]
+
+
+def several_updates(g: Any) -> Any:
+    def node_a(state: Any) -> list[Any]:
+        return [g.Command(update={"text": "a1"}), g.Command(update={"text": "a2"})]
+
+    def node_b(state: Any) -> dict[str, Any]:
+        return {"text": "b"}
+
+    return g.StateGraph(Text).add_sequence([node_a, node_b]).add_edge(g.START, "node_a")
+
+
+async def test_a_node_returning_two_commands() -> None:
+    # LangGraph: test_pregel.py::test_multiple_updates_root; its state is the bare value
+    # (docs/graph.md, "What it does not do": a state schema is a class), here a field of one
+    ours, theirs = pair(several_updates, None)
+    out = await theirs.ainvoke({"text": ""})
+    result = (await ours.run({"text": ""})).raise_for_status()
+    assert result.state == out == {"text": "a1a2b"}
+    theirs_items = [c async for c in theirs.astream({"text": ""}, stream_mode="updates")]
+    ours_items = [c async for c in ours.stream({"text": ""}, mode="updates")]
+    assert ours_items == theirs_items
+
+
+class Items(TypedDict):
+    items: Annotated[list[str], operator.add]
+
+
+def mixed_return(g: Any) -> Any:
+    def my_node(state: Any) -> list[Any]:
+        return [g.Command(update={"items": ["a"]}), {"items": ["b"]}]
+
+    graph = g.StateGraph(Items)
+    graph.add_node(my_node)
+    return graph.add_edge(g.START, "my_node")
+
+
+async def test_a_node_returning_a_command_and_an_update() -> None:
+    # LangGraph: test_pregel.py::test_root_mixed_return (on a field, as above)
+    ours, theirs = pair(mixed_return, None)
+    out = await theirs.ainvoke({"items": []})
+    result = (await ours.run({"items": []})).raise_for_status()
+    assert result.state == out == {"items": ["a", "b"]}
+
+
+# -- bulk_update_state with __input__ and __start__ (test_pregel.py) -------------------------
+
+
+class Foo(TypedDict):
+    foo: str
+
+
+def agent_tool(g: Any) -> Any:
+    return (
+        g.StateGraph(Foo)
+        .add_node("agent", lambda state: {"foo": "agent"})
+        .add_node("tool", lambda state: {"foo": "tool"})
+        .add_edge(g.START, "agent")
+        .add_edge("agent", "tool")
+    )
+
+
+def turns(update: Any) -> list[list[Any]]:
+    one = [
+        [update({"foo": "input"}, "__input__")],
+        [update({"foo": "input"}, "__start__")],
+        [update({"foo": "agent"}, "agent")],
+        [update({"foo": "tool"}, "tool")],
+    ]
+    return one + one
+
+
+async def test_updates_as_input_and_start_make_the_runs_history(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_pregel.py::test_update_as_input
+    ours, theirs = pair(agent_tool, checkpointer)
+    for _ in range(2):
+        assert await theirs.ainvoke({"foo": "input"}, cfg()) == {"foo": "tool"}
+        result = (await ours.run({"foo": "input"}, thread_id="1")).raise_for_status()
+        assert result.state == {"foo": "tool"}
+
+    def theirs_mapped(s: Any) -> dict[str, Any]:
+        return {"values": s.values, "next": s.next, "step": s.metadata.get("step")}
+
+    async def ours_mapped(thread: str) -> list[dict[str, Any]]:
+        snaps = [await ours.get_state(thread, c.checkpoint_id) for c in await ours.history(thread)]
+        return [{"values": s.values, "next": s.next, "step": s.step} for s in snaps]
+
+    theirs_history = [theirs_mapped(s) async for s in theirs.aget_state_history(cfg())]
+    ours_history = await ours_mapped("1")
+    assert ours_history == theirs_history
+
+    await theirs.abulk_update_state(cfg("2"), turns(lg_types.StateUpdate))
+    await ours.bulk_update_state("2", turns(StateUpdate))
+    assert (await ours.get_state("2")).values == (await theirs.aget_state(cfg("2"))).values
+    theirs_new = [theirs_mapped(s) async for s in theirs.aget_state_history(cfg("2"))]
+    ours_new = await ours_mapped("2")
+    assert theirs_new == theirs_history
+    assert ours_new == ours_history
+
+
+# -- Required / NotRequired around annotated fields (test_state.py) --------------------------
+
+
+class ParentState(TypedDict):
+    val0a: str
+    val0b: str | None
+
+
+class InputState(ParentState, total=False):
+    val1: str
+    val2: str | None
+    val3: Required[Annotated[dict[str, Any], operator.or_]]
+    val4: NotRequired[dict[str, Any]]
+    val5: Annotated[Required[str], "foo"]
+    val6: Annotated[NotRequired[str], "bar"]
+
+
+class OutputState(ParentState, total=False):
+    out_val1: str
+    out_val2: str | None
+    out_val3: Required[str]
+    out_val4: NotRequired[dict[str, Any]]
+    out_val5: Annotated[Required[str], "foo"]
+    out_val6: Annotated[NotRequired[str], "bar"]
+
+
+class OptionalState(InputState):
+    val4: dict[str, Any]
+
+
+def optional_values(g: Any) -> Any:
+    def n(state: Any) -> dict[str, Any]:
+        return {
+            "val3": {"n": 1},
+            "out_val1": f"{state['val1']}!",
+            "out_val5": state["val5"],
+            "val0a": "from n",
+        }
+
+    builder = g.StateGraph(OptionalState, input_schema=InputState, output_schema=OutputState)
+    builder.add_node("n", n)
+    return builder.add_edge("__start__", "n")
+
+
+async def test_required_and_not_required_keep_a_fields_reducer() -> None:
+    # LangGraph: test_state.py::test_state_schema_optional_values (its channels, by a run:
+    # ``val3``, ``Required[Annotated[dict, operator.or_]]``, merges; the JSON schemas are
+    # not offered here, docs/graph.md "What it does not do")
+    ours, theirs = pair(optional_values, None)
+    given = {"val0a": "a", "val0b": None, "val1": "one", "val3": {"given": 0}, "val5": "five"}
+    out = await theirs.ainvoke(dict(given))
+    result = (await ours.run(dict(given))).raise_for_status()
+    assert result.state == out
+    assert out == {"val0a": "from n", "val0b": None, "out_val1": "one!", "out_val5": "five"}
+    ours_state = (await optional_values(OURS).compile(checkpointer=None).run(dict(given))).state
+    assert ours_state == out
+
+
+async def test_an_update_as_input_then_a_run_from_it(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_pregel.py::test_update_as_input, the input's checkpoint continued
+    ours, theirs = pair(agent_tool, checkpointer)
+    await theirs.aupdate_state(cfg(), {"foo": "given"}, as_node="__input__")
+    await ours.update_state("1", {"foo": "given"}, as_node="__input__")
+    theirs_state = await theirs.aget_state(cfg())
+    ours_state = await ours.get_state("1")
+    assert (ours_state.values, ours_state.next, ours_state.step) == (
+        theirs_state.values,
+        theirs_state.next,
+        theirs_state.metadata["step"],
+    )
+    assert theirs_state.next == ("__start__",)
+    assert (await ours.history("1"))[0].source == theirs_state.metadata["source"] == "input"
+    assert await theirs.ainvoke(None, cfg()) == {"foo": "tool"}
+    assert (await ours.run(None, thread_id="1")).raise_for_status().state == {"foo": "tool"}
+    theirs_steps = [s.metadata["step"] async for s in theirs.aget_state_history(cfg())]
+    ours_steps = [c.step for c in await ours.history("1")]
+    assert ours_steps == theirs_steps
+
+    # an input of no key is saved as one, here and there; one of a key that is no field
+    # is refused here (LangGraph's saves it: docs/graph.md, "State": a key that is not a
+    # field is an InvalidUpdateError, whoever writes it)
+    await theirs.aupdate_state(cfg(), {}, as_node="__input__")
+    await ours.update_state("1", {}, as_node="__input__")
+    theirs_state = await theirs.aget_state(cfg())
+    ours_state = await ours.get_state("1")
+    assert (ours_state.values, ours_state.next) == (theirs_state.values, theirs_state.next)
+    assert ours_state.step == theirs_state.metadata["step"] == ours_steps[0] + 1
+    with pytest.raises(InvalidUpdateError, match="no_such_key"):
+        await ours.update_state("1", {"no_such_key": 1}, as_node="__input__")
+    assert [c.step for c in await ours.history("1")] == [ours_steps[0] + 1, *ours_steps]
+    # at an older checkpoint LangGraph's forks there; ours refuses (docs/graph.md, the
+    # ``update_state`` row)
+    older = (await ours.history("1"))[-1].checkpoint_id
+    with pytest.raises(InvalidUpdateError, match="at the head"):
+        await ours.update_state("1", {"foo": "x"}, as_node="__input__", checkpoint_id=older)
+    with pytest.raises(InvalidUpdateError, match="names the node"):
+        await ours.bulk_update_state(
+            "1", [[StateUpdate({"foo": "x"}, "__input__"), StateUpdate({"foo": "y"}, "agent")]]
+        )
