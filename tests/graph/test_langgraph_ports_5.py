@@ -12,6 +12,7 @@ comment naming the section.
 from __future__ import annotations
 
 import operator
+import random
 import threading
 from types import SimpleNamespace
 from typing import Annotated, Any, NotRequired, Required, TypedDict
@@ -19,11 +20,18 @@ from typing import Annotated, Any, NotRequired, Required, TypedDict
 import pytest
 from langgraph_kit import OURS as OURS_GRAPH
 from langgraph_kit import THEIRS as THEIRS_GRAPH
-from langgraph_kit import cfg, lg_errors, lg_memory, lg_types, pair
+from langgraph_kit import cfg, lg_errors, lg_memory, lg_types, pair, shape
 
 from tinyagents.errors import InvalidUpdateError
+from tinyagents.graph import (
+    NodeContext,
+    RetryPolicy,
+    StateUpdate,
+    UntrackedValue,
+    entrypoint,
+    task,
+)
 from tinyagents.graph import Overwrite as OursOverwrite
-from tinyagents.graph import StateUpdate, UntrackedValue, entrypoint, task
 from tinyagents.store.checkpoint import Checkpointer
 
 lg_func = pytest.importorskip("langgraph.func")
@@ -615,3 +623,401 @@ async def test_an_update_as_input_then_a_run_from_it(checkpointer: Checkpointer)
         await ours.bulk_update_state(
             "1", [[StateUpdate({"foo": "x"}, "__input__"), StateUpdate({"foo": "y"}, "agent")]]
         )
+
+
+# -- retry policies (test_retry.py) -----------------------------------------------------------
+
+
+class FooState(TypedDict):
+    foo: str
+
+
+def retried(g: Any, attempts: list[int], failures: int, **policy: Any) -> Any:
+    """START → failing_node (fails ``failures`` times, noting each attempt's number) →
+    other_node."""
+    kind = lg_types.RetryPolicy if g is THEIRS else RetryPolicy
+
+    def outcome(attempt: int) -> dict[str, Any]:
+        attempts.append(attempt)
+        if len(attempts) <= failures:
+            raise ValueError("Intentional failure")
+        return {"foo": "success"}
+
+    if g is THEIRS:
+
+        def failing_node(state: Any, runtime: Any) -> dict[str, Any]:
+            return outcome(runtime.execution_info.node_attempt)
+
+    else:
+
+        def failing_node(state: Any, ctx: NodeContext) -> dict[str, Any]:
+            return outcome(ctx.attempt)
+
+    retry = kind(retry_on=ValueError, **policy)
+    return (
+        g.StateGraph(FooState)
+        .add_node("failing_node", failing_node, retry_policy=retry)
+        .add_node("other_node", lambda state: {"foo": "other_node"})
+        .add_edge(g.START, "failing_node")
+        .add_edge("failing_node", "other_node")
+    )
+
+
+def waits_of(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The waits our retries take (``RetryPolicy.interval``'s answers), noted."""
+    waits: list[float] = []
+    interval = RetryPolicy.interval
+
+    def noted(self: RetryPolicy, attempt: int) -> float:
+        waits.append(interval(self, attempt))
+        return 0.0
+
+    monkeypatch.setattr(RetryPolicy, "interval", noted)
+    return waits
+
+
+async def test_a_single_retry_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    # LangGraph: test_retry.py::test_graph_with_single_retry_policy (its waits patched out
+    # of ``time.sleep``; ours noted from the policy)
+    policy = {"max_attempts": 3, "initial_interval": 0.01, "backoff_factor": 2.0, "jitter": False}
+    theirs_attempts: list[int] = []
+    ours_attempts: list[int] = []
+    theirs = retried(THEIRS, theirs_attempts, 2, **policy).compile()
+    ours = retried(OURS, ours_attempts, 2, **policy).compile()
+    out = await theirs.ainvoke({"foo": ""})
+    waits = waits_of(monkeypatch)
+    result = (await ours.run({"foo": ""})).raise_for_status()
+    assert result.state == out == {"foo": "other_node"}
+    assert ours_attempts == theirs_attempts == [1, 2, 3]
+    assert waits == [0.01, 0.02]
+
+
+async def test_retries_past_max_attempts_fail_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    # LangGraph: test_retry.py::test_graph_with_max_attempts_exceeded
+    policy = {"max_attempts": 2, "initial_interval": 0.01, "jitter": False}
+    theirs_attempts: list[int] = []
+    ours_attempts: list[int] = []
+    theirs = retried(THEIRS, theirs_attempts, 5, **policy).compile()
+    ours = retried(OURS, ours_attempts, 5, **policy).compile()
+    with pytest.raises(ValueError, match="Intentional failure"):
+        await theirs.ainvoke({"foo": ""})
+    waits = waits_of(monkeypatch)
+    result = await ours.run({"foo": ""})
+    assert result.status == "failed"
+    with pytest.raises(ValueError, match="Intentional failure"):
+        result.raise_for_status()
+    assert ours_attempts == theirs_attempts == [1, 2]
+    assert waits == [0.01]
+
+
+async def test_a_retry_policy_with_jitter(monkeypatch: pytest.MonkeyPatch) -> None:
+    # LangGraph: test_retry.py::test_graph_with_jitter_retry_policy: the wait is the
+    # interval plus ``random.uniform(0, 1)``
+    policy = {"max_attempts": 3, "initial_interval": 0.01, "jitter": True}
+    theirs_attempts: list[int] = []
+    ours_attempts: list[int] = []
+    theirs = retried(THEIRS, theirs_attempts, 1, **policy).compile()
+    ours = retried(OURS, ours_attempts, 1, **policy).compile()
+    drawn: list[tuple[float, float]] = []
+
+    def uniform(a: float, b: float) -> float:
+        drawn.append((a, b))
+        return 0.05
+
+    monkeypatch.setattr(random, "uniform", uniform)
+    out = await theirs.ainvoke({"foo": ""})
+    assert drawn == [(0, 1)]
+    waits = waits_of(monkeypatch)
+    result = (await ours.run({"foo": ""})).raise_for_status()
+    assert result.state == out == {"foo": "other_node"}
+    assert ours_attempts == theirs_attempts == [1, 2]
+    assert drawn == [(0, 1), (0, 1)]
+    assert waits == [0.01 + 0.05]
+
+
+# -- a breakpoint two sub-graphs down (test_large_cases.py) ----------------------------------
+
+
+class MyKey(TypedDict):
+    my_key: str
+
+
+def doubly_nested(g: Any) -> Any:
+    def grandchild_1(state: Any) -> dict[str, Any]:
+        return {"my_key": state["my_key"] + " here"}
+
+    def grandchild_2(state: Any) -> dict[str, Any]:
+        return {"my_key": state["my_key"] + " and there"}
+
+    grandchild = g.StateGraph(MyKey)
+    grandchild.add_node("grandchild_1", grandchild_1)
+    grandchild.add_node("grandchild_2", grandchild_2)
+    grandchild.add_edge("grandchild_1", "grandchild_2")
+    grandchild.set_entry_point("grandchild_1")
+    grandchild.set_finish_point("grandchild_2")
+
+    child = g.StateGraph(MyKey)
+    child.add_node("child_1", grandchild.compile(interrupt_before=["grandchild_2"]))
+    child.set_entry_point("child_1")
+    child.set_finish_point("child_1")
+
+    graph = g.StateGraph(MyKey)
+    graph.add_node("parent_1", lambda state: {"my_key": "hi " + state["my_key"]})
+    graph.add_node("child", child.compile())
+    graph.add_node("parent_2", lambda state: {"my_key": state["my_key"] + " and back again"})
+    graph.set_entry_point("parent_1")
+    graph.add_edge("parent_1", "child")
+    graph.add_edge("child", "parent_2")
+    graph.set_finish_point("parent_2")
+    return graph
+
+
+async def test_a_breakpoint_in_a_sub_graph_of_a_sub_graph(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_large_cases.py::test_doubly_nested_graph_state (its default
+    # durability: docs/graph.md, "What it does not do", a run saves every step)
+    ours, theirs = pair(doubly_nested, checkpointer)
+
+    async def streamed(item: Any) -> tuple[list[Any], list[Any]]:
+        theirs_items = [
+            (shape(ns), c)
+            async for ns, c in theirs.astream(item, cfg(), subgraphs=True, stream_mode="updates")
+        ]
+        ours_items = [
+            (shape(ns), c)
+            async for ns, c in ours.stream(item, thread_id="1", subgraphs=True, mode="updates")
+        ]
+        return ours_items, theirs_items
+
+    ours_items, theirs_items = await streamed({"my_key": "my value"})
+    assert (
+        ours_items
+        == theirs_items
+        == [
+            ((), {"parent_1": {"my_key": "hi my value"}}),
+            (("child", "child_1"), {"grandchild_1": {"my_key": "hi my value here"}}),
+            ((), {"__interrupt__": ()}),
+        ]
+    )
+    theirs_state = await theirs.aget_state(cfg())
+    ours_state = await ours.get_state("1")
+    assert (ours_state.values, ours_state.next) == (theirs_state.values, theirs_state.next)
+    assert theirs_state.next == ("child",)
+    theirs_deep = await theirs.aget_state(cfg(), subgraphs=True)
+    ours_deep = await ours.get_state("1", subgraphs=True)
+    theirs_child = theirs_deep.tasks[0].state
+    ours_child = ours_deep.tasks[0].state
+    assert (ours_child.values, ours_child.next) == (theirs_child.values, theirs_child.next)
+    assert theirs_child.next == ("child_1",)
+    theirs_grandchild = theirs_child.tasks[0].state
+    ours_grandchild = ours_child.tasks[0].state
+    assert (ours_grandchild.values, ours_grandchild.next) == (
+        theirs_grandchild.values,
+        theirs_grandchild.next,
+    )
+    assert theirs_grandchild.values == {"my_key": "hi my value here"}
+    assert theirs_grandchild.next == ("grandchild_2",)
+
+    ours_items, theirs_items = await streamed(None)
+    done = "hi my value here and there"
+    assert (
+        ours_items
+        == theirs_items
+        == [
+            (("child", "child_1"), {"grandchild_2": {"my_key": done}}),
+            (("child",), {"child_1": {"my_key": done}}),
+            ((), {"child": {"my_key": done}}),
+            ((), {"parent_2": {"my_key": done + " and back again"}}),
+        ]
+    )
+    theirs_state = await theirs.aget_state(cfg())
+    ours_state = await ours.get_state("1")
+    assert (ours_state.values, ours_state.next) == (theirs_state.values, theirs_state.next)
+    theirs_history = [
+        (s.values, s.next, s.metadata["step"], s.metadata["source"])
+        async for s in theirs.aget_state_history(cfg())
+    ]
+    ours_history = []
+    for c in await ours.history("1"):
+        s = await ours.get_state("1", c.checkpoint_id)
+        ours_history.append((s.values, s.next, c.step, c.source))
+    assert ours_history == theirs_history
+
+
+class X(TypedDict):
+    x: str
+
+
+def goto_end_inside(g: Any) -> Any:
+    def update_x(state: Any) -> Any:
+        return g.Command(goto=g.END, update={"x": state["x"] + "!"})
+
+    sub = g.StateGraph(X).add_node("update_x", update_x)
+    sub = sub.add_edge(g.START, "update_x").add_edge("update_x", g.END).compile()
+    graph = g.StateGraph(X).add_node("subgraph_node", sub)
+    return graph.add_edge(g.START, "subgraph_node").add_edge("subgraph_node", g.END)
+
+
+async def test_a_goto_end_inside_a_sub_graph_ends_the_sub_graph(
+    recwarn: pytest.WarningsRecorder,
+) -> None:
+    # LangGraph: test_large_cases.py::test_subgraph_to_end_does_not_warn
+    ours, theirs = pair(goto_end_inside, None)
+    out = await theirs.ainvoke({"x": "hello"})
+    warned = len(recwarn)
+    result = (await ours.run({"x": "hello"})).raise_for_status()
+    assert result.state == out == {"x": "hello!"}
+    assert len(recwarn) == warned  # ours warns of nothing
+
+
+# -- replays of persistent sub-graphs (test_time_travel.py) ----------------------------------
+
+
+class SubTrail(TypedDict):
+    sub_trail: Annotated[list[str], operator.add]
+
+
+class Counted(TypedDict):
+    counter: int
+    results: Annotated[list[str], operator.add]
+
+
+def sub_in_a_loop(g: Any, observed: list[Any]) -> Any:
+    def inc(state: Any) -> dict[str, Any]:
+        return {"counter": state["counter"] + 1, "results": [f"inc:{state['counter']}"]}
+
+    def sub_step(state: Any) -> dict[str, Any]:
+        observed.append(("sub_step", dict(state)))
+        return {"sub_trail": ["s"]}
+
+    def should_loop(state: Any) -> str:
+        return "inc" if state["counter"] < 2 else "__end__"
+
+    sub = g.StateGraph(SubTrail).add_node("sub_step", sub_step).add_edge(g.START, "sub_step")
+    return (
+        g.StateGraph(Counted)
+        .add_node("inc", inc)
+        .add_node("sub_node", sub.compile(checkpointer=True))
+        .add_edge(g.START, "inc")
+        .add_edge("inc", "sub_node")
+        .add_conditional_edges("sub_node", should_loop, ["inc", "__end__"])
+    )
+
+
+async def replayed(ours: Any, theirs: Any, pick: Any) -> None:
+    """Run each library again from its newest checkpoint that ``pick(values, next)`` takes."""
+    async for s in theirs.aget_state_history(cfg()):
+        if pick(s.values, s.next):
+            await theirs.ainvoke(None, s.config)
+            break
+    else:
+        raise AssertionError("no such checkpoint in LangGraph's history")
+    for c in await ours.history("1"):
+        s = await ours.get_state("1", c.checkpoint_id)
+        if pick(s.values, s.next):
+            (await ours.run(None, thread_id="1", checkpoint_id=c.checkpoint_id)).raise_for_status()
+            break
+    else:
+        raise AssertionError("no such checkpoint in our history")
+
+
+async def test_a_sub_graph_called_in_a_loop_is_taken_back_by_a_replay(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_time_travel.py::test_subgraph_called_in_loop_loads_state_on_replay
+    ours_seen: list[Any] = []
+    theirs_seen: list[Any] = []
+    ours = sub_in_a_loop(OURS, ours_seen).compile(checkpointer=checkpointer)
+    theirs = sub_in_a_loop(THEIRS, theirs_seen).compile(checkpointer=lg_memory.InMemorySaver())
+    for _ in range(2):
+        out = await theirs.ainvoke({"counter": 0, "results": []}, cfg())
+        result = await ours.run({"counter": 0, "results": []}, thread_id="1")
+        assert result.raise_for_status().state == out
+    assert ours_seen == theirs_seen
+    assert [seen for _, seen in ours_seen] == [
+        {"sub_trail": []},
+        {"sub_trail": ["s"]},
+        {"sub_trail": ["s", "s"]},
+        {"sub_trail": ["s", "s", "s"]},
+    ]
+    # from the start of the second run's loop: the sub-graph as the first run left it
+    ours_seen.clear()
+    theirs_seen.clear()
+    await replayed(ours, theirs, lambda v, n: n == ("inc",) and v["counter"] == 0)
+    assert ours_seen == theirs_seen
+    assert [seen for _, seen in ours_seen] == [
+        {"sub_trail": ["s", "s"]},
+        {"sub_trail": ["s", "s", "s"]},
+    ]
+    # from mid-loop (the replay's, the newest such checkpoint now): one call left
+    ours_seen.clear()
+    theirs_seen.clear()
+    await replayed(ours, theirs, lambda v, n: n == ("inc",) and v["counter"] == 1)
+    assert ours_seen == theirs_seen == [("sub_step", {"sub_trail": ["s", "s", "s"]})]
+
+
+class ATrail(TypedDict):
+    a_trail: Annotated[list[str], operator.add]
+
+
+class BTrail(TypedDict):
+    b_trail: Annotated[list[str], operator.add]
+
+
+class Results(TypedDict):
+    results: Annotated[list[str], operator.add]
+
+
+def two_subs(g: Any, observed: list[Any]) -> Any:
+    def sub_step(name: str, key: str) -> Any:
+        def step(state: Any) -> dict[str, Any]:
+            observed.append((name, dict(state)))
+            return {key: [name[-1]]}
+
+        return step
+
+    sub_a = g.StateGraph(ATrail).add_node("sub_a_step", sub_step("sub_a", "a_trail"))
+    sub_b = g.StateGraph(BTrail).add_node("sub_b_step", sub_step("sub_b", "b_trail"))
+    sub_a.add_edge(g.START, "sub_a_step")
+    sub_b.add_edge(g.START, "sub_b_step")
+    return (
+        g.StateGraph(Results)
+        .add_node("parent_step", lambda state: {"results": ["p"]})
+        .add_node("sub_a_node", sub_a.compile(checkpointer=True))
+        .add_node("sub_b_node", sub_b.compile(checkpointer=True))
+        .add_edge(g.START, "parent_step")
+        .add_edge("parent_step", "sub_a_node")
+        .add_edge("parent_step", "sub_b_node")
+    )
+
+
+async def test_parallel_persistent_sub_graphs_are_each_taken_back_by_a_replay(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_time_travel.py::test_parallel_subgraph_nodes_load_correct_state_on_replay
+    ours_seen: list[Any] = []
+    theirs_seen: list[Any] = []
+    ours = two_subs(OURS, ours_seen).compile(checkpointer=checkpointer)
+    theirs = two_subs(THEIRS, theirs_seen).compile(checkpointer=lg_memory.InMemorySaver())
+
+    async def run_both() -> list[Any]:
+        ours_seen.clear()
+        theirs_seen.clear()
+        out = await theirs.ainvoke({"results": []}, cfg())
+        result = await ours.run({"results": []}, thread_id="1")
+        assert result.raise_for_status().state == out
+        assert sorted(ours_seen) == sorted(theirs_seen)
+        return sorted(ours_seen)
+
+    assert await run_both() == [("sub_a", {"a_trail": []}), ("sub_b", {"b_trail": []})]
+    assert await run_both() == [("sub_a", {"a_trail": ["a"]}), ("sub_b", {"b_trail": ["b"]})]
+    # from before parent_step in the second run: each sub-graph as the first run left it
+    ours_seen.clear()
+    theirs_seen.clear()
+    await replayed(ours, theirs, lambda v, n: n == ("parent_step",))
+    assert sorted(ours_seen) == sorted(theirs_seen)
+    assert sorted(ours_seen) == [("sub_a", {"a_trail": ["a"]}), ("sub_b", {"b_trail": ["b"]})]
+    # a third run goes on from the replay's
+    assert await run_both() == [
+        ("sub_a", {"a_trail": ["a", "a"]}),
+        ("sub_b", {"b_trail": ["b", "b"]}),
+    ]
