@@ -20,7 +20,7 @@ from typing import Annotated, Any, NotRequired, Required, TypedDict
 import pytest
 from langgraph_kit import OURS as OURS_GRAPH
 from langgraph_kit import THEIRS as THEIRS_GRAPH
-from langgraph_kit import cfg, lg_errors, lg_memory, lg_types, pair, shape
+from langgraph_kit import cfg, lg_errors, lg_memory, lg_message, lg_types, pair, shape
 
 from tinyagents.errors import InvalidUpdateError
 from tinyagents.graph import (
@@ -28,6 +28,7 @@ from tinyagents.graph import (
     RetryPolicy,
     StateUpdate,
     UntrackedValue,
+    add_messages,
     entrypoint,
     task,
 )
@@ -36,6 +37,7 @@ from tinyagents.store.checkpoint import Checkpointer
 
 lg_func = pytest.importorskip("langgraph.func")
 lg_untracked = pytest.importorskip("langgraph.channels.untracked_value")
+lc_messages = pytest.importorskip("langchain_core.messages")
 
 OURS = SimpleNamespace(**vars(OURS_GRAPH), entrypoint=entrypoint, task=task)
 THEIRS = SimpleNamespace(**vars(THEIRS_GRAPH), entrypoint=lg_func.entrypoint, task=lg_func.task)
@@ -1021,3 +1023,68 @@ async def test_parallel_persistent_sub_graphs_are_each_taken_back_by_a_replay(
         ("sub_a", {"a_trail": ["a", "a"]}),
         ("sub_b", {"b_trail": ["b", "b"]}),
     ]
+
+
+# -- RemoveMessage from a node and from update_state (test_pregel.py) ------------------------
+
+
+class Chat(TypedDict):
+    messages: Annotated[list[Any], add_messages]
+
+
+class ThemChat(TypedDict):
+    messages: Annotated[list[Any], lg_message.add_messages]
+
+
+def chatbot(g: Any, delete: bool) -> Any:
+    def chat(state: Any) -> dict[str, Any]:
+        said = ["Hello!", "How can I help you?"] if delete else ["Hello! How can I help you"]
+        return {
+            "messages": [lc_messages.AIMessage(content=c, id=f"ai-{i}") for i, c in enumerate(said)]
+        }
+
+    def delete_messages(state: Any) -> dict[str, Any]:
+        return {"messages": [lc_messages.RemoveMessage(id=state["messages"][-2].id)]}
+
+    workflow = g.StateGraph(ThemChat if g.Command is lg_types.Command else Chat)
+    workflow.add_node("chatbot", chat)
+    workflow.set_entry_point("chatbot")
+    if delete:
+        workflow.add_node("delete_messages", delete_messages)
+        workflow.add_edge("chatbot", "delete_messages")
+    return workflow
+
+
+async def test_a_node_removes_a_message() -> None:
+    # LangGraph: test_pregel.py::test_remove_message_from_node; its state is the bare
+    # message list (docs/graph.md, "What it does not do": a state schema is a class), here a
+    # field of one
+    ours, theirs = pair(lambda g: chatbot(g, True), None)
+    given = {"messages": [lc_messages.HumanMessage(content="Hi", id="h1")]}
+    out = await theirs.ainvoke(given)
+    result = (await ours.run(given)).raise_for_status()
+    assert result.state == out
+    assert [m.content for m in out["messages"]] == ["Hi", "How can I help you?"]
+
+
+async def test_update_state_removes_a_message(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_pregel.py::test_remove_message_via_state_update (on a field, as above;
+    # then the thread deleted)
+    ours, theirs = pair(lambda g: chatbot(g, False), checkpointer)
+    given = {"messages": [lc_messages.HumanMessage(content="Hi", id="h1")]}
+    out = await theirs.ainvoke(given, cfg())
+    result = (await ours.run(given, thread_id="1")).raise_for_status()
+    assert result.state == out
+    last = out["messages"][-1].id
+    await theirs.aupdate_state(cfg(), {"messages": [lc_messages.RemoveMessage(id=last)]})
+    await ours.update_state("1", {"messages": [lc_messages.RemoveMessage(id=last)]})
+    theirs_state = await theirs.aget_state(cfg())
+    ours_state = await ours.get_state("1")
+    assert ours_state.values == theirs_state.values
+    assert [m.content for m in theirs_state.values["messages"]] == ["Hi"]
+    await theirs.checkpointer.adelete_thread("1")
+    await checkpointer.delete_thread("1")
+    assert await theirs.checkpointer.aget_tuple(cfg()) is None
+    assert [s async for s in theirs.aget_state_history(cfg())] == []
+    assert await ours.history("1") == []
+    assert (await ours.get_state("1")).checkpoint_id is None
