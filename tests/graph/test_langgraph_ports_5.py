@@ -21,6 +21,7 @@ import pytest
 from langgraph_kit import OURS as OURS_GRAPH
 from langgraph_kit import THEIRS as THEIRS_GRAPH
 from langgraph_kit import cfg, lg_errors, lg_memory, lg_message, lg_types, pair, shape
+from pydantic import BaseModel
 
 from tinyagents.errors import InvalidUpdateError
 from tinyagents.graph import (
@@ -1088,3 +1089,46 @@ async def test_update_state_removes_a_message(checkpointer: Checkpointer) -> Non
     assert [s async for s in theirs.aget_state_history(cfg())] == []
     assert await ours.history("1") == []
     assert (await ours.get_state("1")).checkpoint_id is None
+
+
+# -- a pydantic model through the functional API (test_pydantic.py) --------------------------
+
+
+class FunctionalState(BaseModel):
+    a: str
+    b: str | None = None
+
+
+def pydantic_program(g: Any, checkpointer: Checkpointer, calls: list[str]) -> Any:
+    @g.task
+    def foo(state: FunctionalState) -> FunctionalState:
+        calls.append("foo")
+        return FunctionalState(**{"a": state.a + "foo"})
+
+    @g.task
+    def bar(state: FunctionalState) -> dict[str, Any]:
+        return {"a": state.a + "bar", "b": state.b}
+
+    @g.entrypoint(checkpointer=saver(g, checkpointer))
+    def graph(inputs: FunctionalState) -> Any:
+        assert isinstance(inputs, FunctionalState)  # on resume too: read back as the model
+        fut_foo = foo(inputs)
+        value = g.interrupt("Provide value for bar:")
+        foo_res = fut_foo.result()
+        assert isinstance(foo_res, FunctionalState)
+        return bar(FunctionalState(a=foo_res.a, b=value)).result()
+
+    return graph
+
+
+async def test_a_pydantic_task_result_is_read_back_as_its_model(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_pydantic.py::test_interrupt_functional_pydantic
+    for g in (OURS, THEIRS):
+        calls: list[str] = []
+        graph = pydantic_program(g, checkpointer, calls)
+        out = await graph.ainvoke(FunctionalState(a=""), cfg())
+        assert questions(out) == ["Provide value for bar:"]
+        assert await graph.ainvoke(g.Command(resume="bar"), cfg()) == {"a": "foobar", "b": "bar"}
+        assert calls == ["foo"]

@@ -23,10 +23,13 @@ import asyncio
 import concurrent.futures
 import functools
 import inspect
+import typing
 from collections.abc import AsyncIterator, Callable, Collection, Generator, Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
+
+from pydantic import TypeAdapter
 
 from tinyagents._threads import in_own_thread
 from tinyagents.errors import GraphError, SyncInAsyncError
@@ -65,6 +68,37 @@ class _EntryState(TypedDict, total=False):
 
 class _TaskState(TypedDict, total=False):
     output: Any  # what the task function returned
+
+
+def _typed_state(base: type, name: str, types: dict[str, Any]) -> type:
+    """``base`` (``_EntryState``, ``_TaskState``) with its fields typed by the function's
+    annotations (``types``, those that are not ``Any``), so what a checkpoint saved of them is
+    read back as that type (a pydantic model a model again, as LangGraph's serializer gives
+    it back); ``base`` itself when none is."""
+    types = {k: v for k, v in types.items() if v is not Any and _readable(v)}
+    if not types:
+        return base
+    fields = {**base.__annotations__, **types}
+    return TypedDict(name, fields, total=False)  # type: ignore[operator,no-any-return]
+
+
+def _readable(annotation: Any) -> bool:
+    """Whether pydantic can read a value as ``annotation`` (not an arbitrary class, a
+    ``Generator``, a ``TypeVar``...): the others are read back as saved."""
+    try:
+        TypeAdapter(annotation)
+    except Exception:  # PydanticSchemaGenerationError, TypeError ...
+        return False
+    return True
+
+
+def _hints(func: Callable[..., Any]) -> dict[str, Any]:
+    """``func``'s annotations resolved (``{}`` where they cannot be: a name defined in a
+    function, a string that is no type)."""
+    try:
+        return typing.get_type_hints(func)
+    except Exception:  # NameError, TypeError ...: read as untyped
+        return {}
 
 
 #: The arguments of the task call running in this context: read by the node of the task's
@@ -211,7 +245,10 @@ class Task(Generic[T]):
                         _CALL.reset(token)
                 return {"output": out}
 
-        builder = _TaskBuilder(_TaskState).add_node(self.name, node, retry_policy=retry)
+        # a saved result is read back as the return annotation's type
+        returns = _hints(func).get("return", Any)
+        state = _typed_state(_TaskState, "_TaskState", {"output": returns})
+        builder = _TaskBuilder(state).add_node(self.name, node, retry_policy=retry)
         self.graph = (
             builder.add_edge(START, self.name).add_edge(self.name, END).compile(name=self.name)
         )
@@ -662,9 +699,17 @@ class entrypoint:
                 _CALL.reset(token)
             return _returned(out)
 
-        builder = _EntryBuilder(_EntryState).add_node(
-            node_name, node, retry_policy=self.retry_policy
-        )
+        # the saved input, output and ``previous`` read back as the annotations' types
+        hints = _hints(func)
+        returns = hints.get("return", Any)
+        saves = returns
+        if typing.get_origin(returns) is entrypoint.final:
+            returns, saves = typing.get_args(returns)
+        elif returns is entrypoint.final:
+            returns = saves = Any
+        types = {"input": hints.get(params[0].name, Any), "output": returns, "previous": saves}
+        state = _typed_state(_EntryState, "_EntryState", types)
+        builder = _EntryBuilder(state).add_node(node_name, node, retry_policy=self.retry_policy)
         builder.add_edge(START, node_name).add_edge(node_name, END)
         made = builder.compile(checkpointer=self.checkpointer, name=self.name or node_name)
         assert isinstance(made, Entrypoint)
