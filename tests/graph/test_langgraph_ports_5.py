@@ -11,6 +11,7 @@ comment naming the section.
 
 from __future__ import annotations
 
+import functools
 import operator
 import random
 import threading
@@ -1132,3 +1133,183 @@ async def test_a_pydantic_task_result_is_read_back_as_its_model(
         assert questions(out) == ["Provide value for bar:"]
         assert await graph.ainvoke(g.Command(resume="bar"), cfg()) == {"a": "foobar", "b": "bar"}
         assert calls == ["foo"]
+
+
+# -- entrypoints: named tasks, sub-graph calls, ``previous`` (test_pregel.py) ----------------
+
+
+def named_tasks(g: Any) -> Any:
+    class Foo:
+        def foo(self, value: str) -> Any:
+            return value + "foo"
+
+    f = Foo()
+    foo = g.task(f.foo, name="custom_foo")
+    other_foo = g.task(f.foo, name="other_foo")
+
+    @g.task(name="custom_bar")
+    def bar(value: str) -> Any:
+        return value + "|bar"
+
+    def baz(update: str, value: str) -> Any:
+        return value + f"|{update}"
+
+    baz_task = g.task(functools.partial(baz, "baz"))
+    custom_baz_task = g.task(functools.partial(baz, "custom_baz"), name="custom_baz")
+
+    class Qux:
+        def __call__(self, value: str) -> Any:
+            return value + "|qux"
+
+    qux_task = g.task(Qux(), name="qux")
+
+    @g.entrypoint()
+    def workflow(inputs: Any) -> Any:
+        foo_result = foo(inputs).result()
+        other_foo(inputs).result()
+        fut_bar = bar(foo_result)
+        fut_baz = baz_task(fut_bar.result())
+        fut_custom_baz = custom_baz_task(fut_baz.result())
+        return qux_task(fut_custom_baz.result()).result()
+
+    return workflow
+
+
+async def test_tasks_named_and_of_methods_partials_and_callables() -> None:
+    # LangGraph: test_pregel.py::test_named_tasks_functional
+    theirs = [c async for c in named_tasks(THEIRS).astream("", stream_mode="updates")]
+    ours = [c async for c in named_tasks(OURS).stream("", mode="updates")]
+    assert (
+        ours
+        == theirs
+        == [
+            {"custom_foo": "foo"},
+            {"other_foo": "foo"},
+            {"custom_bar": "foo|bar"},
+            {"baz": "foo|bar|baz"},
+            {"custom_baz": "foo|bar|baz|custom_baz"},
+            {"qux": "foo|bar|baz|custom_baz|qux"},
+            {"workflow": "foo|bar|baz|custom_baz|qux"},
+        ]
+    )
+
+
+def remembering(g: Any, checkpointer: Checkpointer, states: list[Any]) -> Any:
+    @g.entrypoint(checkpointer=saver(g, checkpointer))
+    def foo(inputs: Any, *, previous: Any) -> Any:
+        states.append(previous)
+        return {"previous": previous, "current": inputs}
+
+    return foo
+
+
+async def test_an_entrypoint_gets_what_it_returned_last(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_pregel.py::test_entrypoint_stateful
+    seen = []
+    for g in (OURS, THEIRS):
+        states: list[Any] = []
+        foo = remembering(g, checkpointer, states)
+        outs = [await foo.ainvoke({"a": str(i)}, cfg()) for i in (1, 2, 3)]
+        assert outs[2] == {
+            "current": {"a": "3"},
+            "previous": {
+                "current": {"a": "2"},
+                "previous": {"current": {"a": "1"}, "previous": None},
+            },
+        }
+        assert states == [None, outs[0], outs[1]]
+        if g is THEIRS:
+            items = [i async for i in foo.astream({"a": "1"}, cfg("2"))]
+        else:
+            items = [i async for i in foo.stream({"a": "1"}, thread_id="2")]
+        assert items == [{"foo": {"current": {"a": "1"}, "previous": None}}]
+        seen.append(outs)
+    assert seen[0] == seen[1]
+
+
+async def test_update_state_of_an_entrypoint_is_its_previous(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_pregel.py::test_entrypoint_stateful_update_state
+    seen = []
+    for g in (OURS, THEIRS):
+        states: list[Any] = []
+        foo = remembering(g, checkpointer, states)
+        if g is THEIRS:
+            await foo.aupdate_state(cfg(), {"a": "-1"})
+        else:
+            await foo.update_state("1", {"a": "-1"})
+        outs = [await foo.ainvoke({"a": str(i)}, cfg()) for i in (1, 2, 3)]
+        assert outs[0] == {"current": {"a": "1"}, "previous": {"a": "-1"}}
+        if g is THEIRS:
+            await foo.aupdate_state(cfg(), {"a": "3"})
+            items = [i async for i in foo.astream({"a": "1"}, cfg())]
+        else:
+            await foo.update_state("1", {"a": "3"})
+            items = [i async for i in foo.stream({"a": "1"}, thread_id="1")]
+        assert items == [{"foo": {"current": {"a": "1"}, "previous": {"a": "3"}}}]
+        assert states == [{"a": "-1"}, outs[0], outs[1], {"a": "3"}]
+        seen.append(outs)
+    assert seen[0] == seen[1]
+
+
+def counted(g: Any, checkpointer: Checkpointer, previous_: list[Any]) -> Any:
+    @g.entrypoint(checkpointer=saver(g, checkpointer))
+    def foo(msg: str, *, previous: Any) -> g.entrypoint.final[int, list[str]]:
+        previous_.append(previous)
+        previous = previous or []
+        return g.entrypoint.final(value=len(previous), save=[*previous, msg])
+
+    return foo
+
+
+async def test_an_entrypoint_returns_one_value_and_saves_another(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_pregel.py::test_entrypoint_with_return_and_save (without its JSON
+    # schema: docs/graph.md, "What it does not do")
+    for g in (OURS, THEIRS):
+        previous_: list[Any] = []
+        foo = counted(g, checkpointer, previous_)
+        outs = [await foo.ainvoke(m, cfg()) for m in ("hello", "goodbye", "definitely")]
+        assert outs == [0, 1, 2]
+        assert previous_ == [None, ["hello"], ["hello", "goodbye"]]
+
+
+def sub_entrypoints(g: Any, checkpointer: Checkpointer) -> tuple[Any, Any]:
+    @g.entrypoint()
+    def add(inputs: Any) -> Any:
+        a, b = inputs
+        return a + b
+
+    @g.task
+    def multiply_task(a: int, b: int) -> int:
+        return a * b
+
+    @g.entrypoint()
+    def multiply(inputs: Any) -> Any:
+        return multiply_task(*inputs).result()
+
+    @g.task
+    def call_same_subgraph(a: int, b: int) -> Any:
+        return add.invoke([add.invoke([a, b]), 10])
+
+    @g.entrypoint(checkpointer=saver(g, checkpointer))
+    def parent_call_same_subgraph(inputs: Any) -> Any:
+        return call_same_subgraph(*inputs).result()
+
+    @g.task
+    def call_multiple_subgraphs(a: int, b: int) -> Any:
+        return [add.invoke([a, b]), multiply.invoke([a, b])]
+
+    @g.entrypoint(checkpointer=saver(g, checkpointer))
+    def parent_call_multiple_subgraphs(inputs: Any) -> Any:
+        return call_multiple_subgraphs(*inputs).result()
+
+    return parent_call_same_subgraph, parent_call_multiple_subgraphs
+
+
+async def test_a_task_invokes_entrypoints(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_pregel.py::test_multiple_subgraphs_functional
+    for g in (OURS, THEIRS):
+        same, multiple = sub_entrypoints(g, checkpointer)
+        assert await same.ainvoke([2, 3], cfg("1")) == 15
+        assert await multiple.ainvoke([2, 3], cfg("2")) == [5, 6]

@@ -219,7 +219,7 @@ class Task(Generic[T]):
         if not callable(func):
             raise TypeError(f"@task decorates a function, got {type(func).__name__}")
         self.func = func
-        self.name: str = name or getattr(func, "__name__", None) or type(func).__name__
+        self.name: str = name or _name_of(func)
         functools.update_wrapper(self, func)
         if _is_async(func):
 
@@ -293,6 +293,15 @@ class Task(Generic[T]):
 
     def __repr__(self) -> str:
         return f"<Task {self.name!r}>"
+
+
+def _name_of(func: Callable[..., Any]) -> str:
+    """A task's default name, as LangGraph names it: the function's, a ``functools.partial``'s
+    function's, else the callable's class name."""
+    while isinstance(func, functools.partial):
+        func = func.func
+    name: str = getattr(func, "__name__", None) or type(func).__name__
+    return name
 
 
 def task(
@@ -511,8 +520,14 @@ class Entrypoint(CompiledGraph):
     def invoke(
         self, input: Any, config: dict[str, Any] | None = None, *, thread_id: str | None = None
     ) -> Any:
-        """``ainvoke`` for code without an event loop (as ``run_sync`` is ``run``'s)."""
+        """``ainvoke`` for code without an event loop (as ``run_sync`` is ``run``'s). Called
+        from a sync entrypoint or task (on its own thread), it runs on that run's event loop,
+        a sub-graph call of the task, as LangGraph's."""
         SyncInAsyncError.refuse_inside_a_loop(f"entrypoint {self.name!r}", "await .ainvoke()")
+        call = _CALL.get()
+        if call is not None and not call.ended:  # the checkpointer is that loop's
+            running = self.ainvoke(input, config, thread_id=thread_id)
+            return asyncio.run_coroutine_threadsafe(running, call.loop).result()
         return asyncio.run(self.ainvoke(input, config, thread_id=thread_id))
 
     def stream(
