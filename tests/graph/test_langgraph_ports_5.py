@@ -1313,3 +1313,101 @@ async def test_a_task_invokes_entrypoints(checkpointer: Checkpointer) -> None:
         same, multiple = sub_entrypoints(g, checkpointer)
         assert await same.ainvoke([2, 3], cfg("1")) == 15
         assert await multiple.ainvoke([2, 3], cfg("2")) == [5, 6]
+
+
+class AB(TypedDict):
+    a: int
+    b: int
+
+
+class ResultOnly(TypedDict):
+    result: int
+
+
+def sub_state_graphs(g: Any, checkpointer: Checkpointer) -> tuple[Any, Any]:
+    def made(name: str, op: Any) -> Any:
+        def node(state: Any) -> dict[str, Any]:
+            return {"result": op(state["a"], state["b"])}
+
+        graph = g.StateGraph(AB, output_schema=ResultOnly).add_node(name, node)
+        return graph.add_edge(g.START, name).compile()
+
+    add_subgraph = made("add", operator.add)
+    multiply_subgraph = made("multiply", operator.mul)
+
+    def invoke(graph: Any, item: dict[str, Any]) -> int:
+        out = graph.invoke(item) if g is THEIRS else graph.run_sync(item).raise_for_status().state
+        result: int = out["result"]
+        return result
+
+    @g.task
+    def call_same_subgraph(a: int, b: int) -> int:
+        return invoke(add_subgraph, {"a": invoke(add_subgraph, {"a": a, "b": b}), "b": 10})
+
+    @g.entrypoint(checkpointer=saver(g, checkpointer))
+    def parent_call_same_subgraph(inputs: Any) -> Any:
+        return call_same_subgraph(*inputs).result()
+
+    @g.task
+    def call_multiple_subgraphs(a: int, b: int) -> list[int]:
+        item = {"a": a, "b": b}
+        return [invoke(add_subgraph, item), invoke(multiply_subgraph, item)]
+
+    @g.entrypoint(checkpointer=saver(g, checkpointer))
+    def parent_call_multiple_subgraphs(inputs: Any) -> Any:
+        return call_multiple_subgraphs(*inputs).result()
+
+    return parent_call_same_subgraph, parent_call_multiple_subgraphs
+
+
+async def test_a_task_runs_state_graphs(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_pregel.py::test_multiple_subgraphs_mixed_entrypoint (``invoke`` is
+    # our ``run_sync``)
+    for g in (OURS, THEIRS):
+        same, multiple = sub_state_graphs(g, checkpointer)
+        assert await same.ainvoke([2, 3], cfg("1")) == 15
+        assert await multiple.ainvoke([2, 3], cfg("2")) == [5, 6]
+
+
+def ordered(g: Any, checkpointer: Checkpointer) -> Any:
+    @g.task()
+    def foo(state: dict[str, Any]) -> tuple[str, str]:
+        return state["a"] + "foo", "bar"
+
+    @g.task
+    def bar(a: str, b: str, c: str | None = None) -> dict[str, Any]:
+        return {"a": a + b, "c": (c or "") + "bark"}
+
+    @g.task
+    def baz(state: dict[str, Any]) -> dict[str, Any]:
+        return {"a": state["a"] + "baz", "c": "something else"}
+
+    @g.entrypoint(checkpointer=saver(g, checkpointer))
+    def graph(state: dict[str, Any]) -> dict[str, Any]:
+        fut_foo = foo(state)
+        fut_bar = bar(*fut_foo.result())
+        fut_baz = baz(fut_bar.result())
+        return fut_baz.result()
+
+    return graph
+
+
+async def test_task_updates_stream_in_call_order(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_pregel.py::test_imp_stream_order
+    theirs = ordered(THEIRS, checkpointer)
+    ours = ordered(OURS, checkpointer)
+    theirs_items = [c async for c in theirs.astream({"a": "0"}, cfg())]
+    ours_items = [c async for c in ours.stream({"a": "0"}, thread_id="1")]
+    assert (
+        ours_items
+        == theirs_items
+        == [
+            {"foo": ("0foo", "bar")},
+            {"bar": {"a": "0foobar", "c": "bark"}},
+            {"baz": {"a": "0foobarbaz", "c": "something else"}},
+            {"graph": {"a": "0foobarbaz", "c": "something else"}},
+        ]
+    )
+    theirs_values = (await theirs.aget_state(cfg())).values
+    assert (await ours.get_state("1")).values == theirs_values
+    assert theirs_values == {"a": "0foobarbaz", "c": "something else"}

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from tinyagents._record import Record
 from tinyagents.errors import GraphError
 from tinyagents.graph.interrupts import Interrupt, ResponseSchema
+
+T = TypeVar("T")
 
 
 class NodeInterrupt(BaseException):
@@ -202,3 +204,21 @@ enclosing_scope: Callable[[], TaskScope | _Unsaved | None] = _scope.get
 #: (a streamed run sets its scope around every step).
 set_scope: Callable[[TaskScope | _Unsaved | None], Token[TaskScope | _Unsaved | None]] = _scope.set
 reset_scope: Callable[[Token[TaskScope | _Unsaved | None]], None] = _scope.reset
+
+#: The event loop of the run whose sync entrypoint or task runs on this thread (set by
+#: ``graph.func`` around such a function): a graph or an entrypoint run from there with
+#: ``run_sync`` / ``invoke`` runs on that loop, a sub-graph call of the task, whose
+#: checkpointer (a PostgreSQL pool) belongs to that loop; None elsewhere.
+caller_loop: ContextVar[asyncio.AbstractEventLoop | None] = ContextVar(
+    "tinyagents_graph_caller_loop", default=None
+)
+
+
+def run_blocking(running: Coroutine[Any, Any, T]) -> T:
+    """Run the coroutine ``running`` to its end from a thread without a running loop and
+    return its result: on ``caller_loop``'s loop when there is one (waiting here for it),
+    else with ``asyncio.run``."""
+    loop = caller_loop.get()
+    if loop is None or loop.is_closed():
+        return asyncio.run(running)
+    return asyncio.run_coroutine_threadsafe(running, loop).result()

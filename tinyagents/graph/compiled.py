@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
@@ -16,7 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from tinyagents.errors import ConfigurationError, GraphError, SyncInAsyncError
 from tinyagents.graph import calls, mermaid, threads
-from tinyagents.graph._context import UNSAVED, enclosing_scope, reset_scope, set_scope
+from tinyagents.graph._context import (
+    UNSAVED,
+    enclosing_scope,
+    reset_scope,
+    run_blocking,
+    set_scope,
+)
 from tinyagents.graph.core import GraphCore, breakpoint_nodes, check_max_concurrency
 from tinyagents.graph.driver import run_with_runtime, start_graph_run
 from tinyagents.graph.executor import GraphRun
@@ -325,7 +330,8 @@ class CompiledGraph(GraphCore):
         ``SyncInAsyncError`` and runs nothing: ``await graph.run(...)`` there.
         """
         SyncInAsyncError.refuse_inside_a_loop(f"graph {self.name!r}", "await graph.run(...)")
-        return asyncio.run(
+        # from a sync task or entrypoint: on its run's loop, a sub-graph call of the task
+        return run_blocking(
             self.run(
                 input,
                 thread_id=thread_id,

@@ -34,7 +34,12 @@ from pydantic import TypeAdapter
 from tinyagents._threads import in_own_thread
 from tinyagents.errors import GraphError, SyncInAsyncError
 from tinyagents.graph import calls
-from tinyagents.graph._context import NodeInterrupt, enclosing_scope
+from tinyagents.graph._context import (
+    NodeInterrupt,
+    caller_loop,
+    enclosing_scope,
+    run_blocking,
+)
 from tinyagents.graph.builder import StateGraph
 from tinyagents.graph.compiled import CompiledGraph
 from tinyagents.graph.executor import GraphRun
@@ -236,11 +241,13 @@ class Task(Generic[T]):
                 token = None
                 if _CALL.get() is None:  # called from a graph node: the loop to run on
                     token = _CALL.set(_EntryCall(asyncio.get_running_loop()))
+                loop_token = caller_loop.set(asyncio.get_running_loop())
                 try:
                     out = await in_own_thread(
                         functools.partial(func, *args, **kwargs), name=f"task {self.name}"
                     )
                 finally:
+                    caller_loop.reset(loop_token)
                     if token is not None:
                         _CALL.reset(token)
                 return {"output": out}
@@ -524,11 +531,8 @@ class Entrypoint(CompiledGraph):
         from a sync entrypoint or task (on its own thread), it runs on that run's event loop,
         a sub-graph call of the task, as LangGraph's."""
         SyncInAsyncError.refuse_inside_a_loop(f"entrypoint {self.name!r}", "await .ainvoke()")
-        call = _CALL.get()
-        if call is not None and not call.ended:  # the checkpointer is that loop's
-            running = self.ainvoke(input, config, thread_id=thread_id)
-            return asyncio.run_coroutine_threadsafe(running, call.loop).result()
-        return asyncio.run(self.ainvoke(input, config, thread_id=thread_id))
+        # from a sync task or entrypoint: on its run's loop, whose checkpointer it uses
+        return run_blocking(self.ainvoke(input, config, thread_id=thread_id))
 
     def stream(
         self,
@@ -693,10 +697,14 @@ class entrypoint:
                     if is_async:
                         out = await func(state.get("input"), **kwargs)
                     else:
-                        out = await in_own_thread(
-                            functools.partial(func, state.get("input"), **kwargs),
-                            name=f"entrypoint {node_name}",
-                        )
+                        loop_token = caller_loop.set(call.loop)
+                        try:
+                            out = await in_own_thread(
+                                functools.partial(func, state.get("input"), **kwargs),
+                                name=f"entrypoint {node_name}",
+                            )
+                        finally:
+                            caller_loop.reset(loop_token)
                 except asyncio.CancelledError:
                     call.cancel()
                     raise
