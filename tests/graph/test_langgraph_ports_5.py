@@ -1411,3 +1411,44 @@ async def test_task_updates_stream_in_call_order(checkpointer: Checkpointer) -> 
     theirs_values = (await theirs.aget_state(cfg())).values
     assert (await ours.get_state("1")).values == theirs_values
     assert theirs_values == {"a": "0foobarbaz", "c": "something else"}
+
+
+class Sums(TypedDict, total=False):
+    a: int
+    b: int
+    result: int
+
+
+def entrypoints_in_nodes(g: Any, checkpointer: Checkpointer) -> Any:
+    @g.entrypoint()
+    def add(inputs: Any) -> Any:
+        a, b = inputs
+        return a + b
+
+    @g.task
+    def multiply_task(a: int, b: int) -> int:
+        return a * b
+
+    @g.entrypoint()
+    def multiply(inputs: Any) -> Any:
+        return multiply_task(*inputs).result()
+
+    def call_subgraphs(state: Any) -> dict[str, Any]:
+        added = add.invoke([add.invoke([state["a"], state["b"]]), 10])
+        return {"result": added + multiply.invoke([state["a"], state["b"]])}
+
+    # a sync node with a timeout runs on a thread of its own (docs/graph.md, "Nodes": one
+    # without is called inline on the loop, where invoke() is a SyncInAsyncError)
+    timeout = {} if g is THEIRS else {"timeout": 60}
+    graph = g.StateGraph(Sums).add_node("call_subgraphs", call_subgraphs, **timeout)
+    graph.add_edge(g.START, "call_subgraphs")
+    return graph.compile(checkpointer=saver(g, checkpointer))
+
+
+async def test_a_node_invokes_entrypoints(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_pregel.py::test_multiple_subgraphs_mixed_state_graph
+    ours = entrypoints_in_nodes(OURS, checkpointer)
+    theirs = entrypoints_in_nodes(THEIRS, checkpointer)
+    out = await theirs.ainvoke({"a": 2, "b": 3}, cfg())
+    result = (await ours.run({"a": 2, "b": 3}, thread_id="1")).raise_for_status()
+    assert result.state == out == {"a": 2, "b": 3, "result": 21}

@@ -18,6 +18,7 @@ from tinyagents.graph._context import (
     CalledCommand,
     ParentCommand,
     TaskScope,
+    caller_loop,
     reset_scope,
     set_scope,
     stable_id,
@@ -354,7 +355,7 @@ async def _invoke(run: TaskRun, task: Task, attempt: int) -> Any:
                 fn, args = functools.partial(fn, **dict.fromkeys(spec.ctx_names, ctx)), (arg,)
             if threaded:
                 ctx._loop = asyncio.get_running_loop()
-                out = await in_own_thread(_threaded, fn, *args, name=f"node {task.node}")
+                out = await in_own_thread(_threaded, ctx._loop, fn, *args, name=f"node {task.node}")
             else:
                 out = fn(*args)
         elif threaded:
@@ -362,7 +363,8 @@ async def _invoke(run: TaskRun, task: Task, attempt: int) -> Any:
             # for it (inline it would hold the event loop past it); on a timeout the thread runs
             # on to its end and its result is dropped (a thread of its own: never one of the
             # loop's executor's few workers, which a stuck node would hold)
-            out = await in_own_thread(_threaded, fn, arg, name=f"node {task.node}")
+            loop = asyncio.get_running_loop()
+            out = await in_own_thread(_threaded, loop, fn, arg, name=f"node {task.node}")
         else:
             out = fn(arg)
         if spec.is_async or inspect.isawaitable(out):
@@ -466,11 +468,14 @@ __all__ = [
 ]
 
 
-def _threaded(fn: Callable[..., Any], *args: Any) -> Any:
-    """Call a sync node in its worker thread. A ``StopIteration`` it raises cannot be handed
-    from the thread to the awaiting future (asyncio refuses it, and the wait would last
-    until the node's timeout): it is raised as the ``RuntimeError`` Python makes of it in a
-    coroutine, where the node runs without a timeout."""
+def _threaded(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any) -> Any:
+    """Call a sync node in its worker thread, ``loop`` (the run's) its ``caller_loop``: a
+    graph it runs with ``run_sync`` (an entrypoint's ``invoke``) is a sub-graph call on the
+    run's loop. A ``StopIteration`` it raises cannot be handed from the thread to the
+    awaiting future (asyncio refuses it, and the wait would last until the node's timeout):
+    it is raised as the ``RuntimeError`` Python makes of it in a coroutine, where the node
+    runs without a timeout."""
+    caller_loop.set(loop)  # this thread's own context (a copy: in_own_thread's)
     try:
         return fn(*args)
     except StopIteration as exc:
