@@ -1452,3 +1452,48 @@ async def test_a_node_invokes_entrypoints(checkpointer: Checkpointer) -> None:
     out = await theirs.ainvoke({"a": 2, "b": 3}, cfg())
     result = (await ours.run({"a": 2, "b": 3}, thread_id="1")).raise_for_status()
     assert result.state == out == {"a": 2, "b": 3, "result": 21}
+
+
+def two_slow(g: Any, first_seen: threading.Event, waited: list[bool]) -> Any:
+    @g.task()
+    def slow() -> dict[str, Any]:
+        if waited or first_seen.is_set():  # the second call: the first's update was read
+            waited.append(first_seen.wait(30))
+        else:
+            waited.append(False)
+        return {"n": len(waited)}
+
+    @g.entrypoint()
+    def graph(inputs: dict[str, Any]) -> list[Any]:
+        first = slow().result()
+        second = slow().result()
+        return [first, second]
+
+    return graph
+
+
+async def test_a_task_update_is_streamed_before_the_next_task_runs() -> None:
+    # LangGraph: test_pregel.py::test_sync_streaming_with_functional_api, without its clock:
+    # the second task waits until the reader has the first task's update
+    for g in (OURS, THEIRS):
+        first_seen = threading.Event()
+        waited: list[bool] = []
+        graph = two_slow(g, first_seen, waited)
+        items = []
+        stream = graph.astream({}) if g is THEIRS else graph.stream({})
+        async for chunk in stream:
+            items.append(chunk)
+            if "slow" in chunk:
+                first_seen.set()
+        assert waited == [False, True]
+        assert items == [{"slow": {"n": 1}}, {"slow": {"n": 2}}, {"graph": [{"n": 1}, {"n": 2}]}]
+
+
+def test_entrypoint_final_takes_two_types() -> None:
+    # LangGraph: test_pregel.py::test_entrypoint_output_schema_with_return_and_save (its
+    # TypeError; the JSON schemas are not offered here)
+    for g in (OURS, THEIRS):
+        with pytest.raises(TypeError):
+            g.entrypoint.final[int]
+        assert g.entrypoint.final[str, int] is not None
+        assert g.entrypoint.final(value="foo", save=1).save == 1
