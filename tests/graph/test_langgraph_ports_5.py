@@ -21,7 +21,7 @@ from typing import Annotated, Any, NotRequired, Required, TypedDict
 import pytest
 from langgraph_kit import OURS as OURS_GRAPH
 from langgraph_kit import THEIRS as THEIRS_GRAPH
-from langgraph_kit import cfg, lg_errors, lg_memory, lg_message, lg_types, pair, shape
+from langgraph_kit import Log, cfg, lg_errors, lg_memory, lg_message, lg_types, pair, shape
 from pydantic import BaseModel
 
 from tinyagents.errors import InvalidUpdateError
@@ -1497,3 +1497,35 @@ def test_entrypoint_final_takes_two_types() -> None:
             g.entrypoint.final[int]
         assert g.entrypoint.final[str, int] is not None
         assert g.entrypoint.final(value="foo", save=1).save == 1
+
+
+# -- a node's name from its function (test_state.py) -----------------------------------------
+
+
+class Callable_:
+    def __call__(self, state: Any) -> dict[str, Any]:
+        return {"log": ["called"]}
+
+    def class_method(self, state: Any) -> dict[str, Any]:
+        return {"log": ["method"]}
+
+
+async def test_a_nodes_name_from_its_function() -> None:
+    # LangGraph: test_state.py::test__get_node_name, by add_node(fn) and a run
+    def func(state: Any) -> dict[str, Any]:
+        return {"log": ["func"]}
+
+    def named(g: Any) -> Any:
+        graph = g.StateGraph(Log)
+        for fn in (lambda state: {"log": ["lambda"]}, func, Callable_(), Callable_().class_method):
+            graph.add_node(fn)
+        graph.add_edge(g.START, "<lambda>").add_edge("<lambda>", "func")
+        graph.add_edge("func", "Callable_").add_edge("Callable_", "class_method")
+        return graph
+
+    ours, theirs = pair(named, None)
+    assert list(named(OURS).nodes) == list(named(THEIRS).nodes)
+    assert list(named(THEIRS).nodes) == ["<lambda>", "func", "Callable_", "class_method"]
+    out = await theirs.ainvoke({"log": []})
+    result = (await ours.run({"log": []})).raise_for_status()
+    assert result.state == out == {"log": ["lambda", "func", "called", "method"]}
