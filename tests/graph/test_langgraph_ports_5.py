@@ -1529,3 +1529,31 @@ async def test_a_nodes_name_from_its_function() -> None:
     out = await theirs.ainvoke({"log": []})
     result = (await ours.run({"log": []})).raise_for_status()
     assert result.state == out == {"log": ["lambda", "func", "called", "method"]}
+
+
+class NamedNode:
+    """A callable object that names itself (``__name__`` on the instance)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.__name__ = name
+
+    def __call__(self, state: Any) -> dict[str, Any]:
+        return {"log": [self.name]}
+
+
+async def test_a_callable_objects_own_name_names_its_node(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_pregel_async.py::test_checkpointer_null_pending_writes (on a field:
+    # a bare-value state is a documented difference; its checkpointer without pending
+    # writes is LangGraph's own), each run adding to the thread's log
+    def build(g: Any) -> Any:
+        graph = g.StateGraph(Log)
+        graph.add_node(NamedNode("1"))
+        return graph.add_edge(g.START, "1")
+
+    ours, theirs = pair(build, checkpointer)
+    assert list(build(OURS).nodes) == list(build(THEIRS).nodes) == ["1"]
+    for n in range(1, 5):
+        out = await theirs.ainvoke({"log": []}, cfg())
+        result = (await ours.run({"log": []}, thread_id="1")).raise_for_status()
+        assert result.state == out == {"log": ["1"] * n}
