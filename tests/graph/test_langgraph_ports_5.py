@@ -11,6 +11,7 @@ comment naming the section.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import operator
 import random
@@ -1557,3 +1558,73 @@ async def test_a_callable_objects_own_name_names_its_node(checkpointer: Checkpoi
         out = await theirs.ainvoke({"log": []}, cfg())
         result = (await ours.run({"log": []}, thread_id="1")).raise_for_status()
         assert result.state == out == {"log": ["1"] * n}
+
+
+# -- one compiled graph run by many callers at once (test_pregel.py) -------------------------
+
+
+class Counter(TypedDict):
+    counter: Annotated[int, operator.add]
+
+
+def ten_threads(g: Any) -> list[Any]:
+    """``g``'s graph of one node run from ten threads at once: their results."""
+    together = threading.Barrier(10, timeout=60)
+
+    def slow_node(state: Any) -> dict[str, Any]:
+        together.wait()
+        return {"counter": 1}
+
+    # ours on a thread of its own (a timeout), as LangGraph's sync nodes run
+    kw: dict[str, Any] = {} if g is THEIRS else {"timeout": 120}
+    graph = g.StateGraph(Counter).add_node("node", slow_node, **kw)
+    graph = graph.add_edge(g.START, "node").compile()
+    results: list[Any] = []
+
+    def run_graph() -> None:
+        if g is THEIRS:
+            results.append(graph.invoke({"counter": 0}))
+        else:
+            results.append(graph.run_sync({"counter": 0}).raise_for_status().state)
+
+    threads = [threading.Thread(target=run_graph) for _ in range(10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def test_one_graph_run_from_ten_threads_at_once() -> None:
+    # LangGraph: test_pregel.py::test_concurrent_execution_thread_safety (the ten runs held
+    # together by a barrier rather than a sleep)
+    assert ten_threads(OURS) == ten_threads(THEIRS) == [{"counter": 1}] * 10
+
+
+async def ten_at_once(g: Any) -> list[Any]:
+    """``g``'s graph of one async node run ten times at once: their results."""
+    started: list[int] = []
+    all_in = asyncio.Event()
+
+    async def slow_node(state: Any) -> dict[str, Any]:
+        started.append(1)
+        if len(started) == 10:
+            all_in.set()
+        await asyncio.wait_for(all_in.wait(), 60)
+        return {"counter": 1}
+
+    graph = g.StateGraph(Counter).add_node("node", slow_node)
+    graph = graph.add_edge(g.START, "node").compile()
+
+    async def run_graph() -> Any:
+        if g is THEIRS:
+            return await graph.ainvoke({"counter": 0})
+        return (await graph.run({"counter": 0})).raise_for_status().state
+
+    return list(await asyncio.gather(*(run_graph() for _ in range(10))))
+
+
+async def test_one_graph_run_ten_times_at_once() -> None:
+    # LangGraph: test_pregel_async.py::test_concurrent_execution (an event rather than a
+    # sleep holds the ten runs together)
+    assert await ten_at_once(OURS) == await ten_at_once(THEIRS) == [{"counter": 1}] * 10
