@@ -1628,3 +1628,30 @@ async def test_one_graph_run_ten_times_at_once() -> None:
     # LangGraph: test_pregel_async.py::test_concurrent_execution (an event rather than a
     # sleep holds the ten runs together)
     assert await ten_at_once(OURS) == await ten_at_once(THEIRS) == [{"counter": 1}] * 10
+
+
+async def no_saver(g: Any) -> list[Any]:
+    """An entrypoint without checkpointer run once, one with ``previous`` twice on a thread
+    id: what each saw."""
+    states: list[Any] = []
+
+    @g.entrypoint()
+    def echo(inputs: Any) -> Any:
+        states.append(inputs)
+        return inputs
+
+    assert await echo.ainvoke({"a": "1"}, cfg()) == {"a": "1"}
+
+    @g.entrypoint()
+    def foo(inputs: Any, *, previous: Any) -> Any:
+        states.append(previous)
+        return {"previous": previous, "current": inputs}
+
+    for _ in range(2):  # a thread id, but nothing saved: no previous either time
+        assert await foo.ainvoke({"a": "1"}, cfg()) == {"current": {"a": "1"}, "previous": None}
+    return states
+
+
+async def test_an_entrypoint_without_checkpointer_has_no_previous() -> None:
+    # LangGraph: test_pregel.py::test_entrypoint_without_checkpointer
+    assert await no_saver(OURS) == await no_saver(THEIRS) == [{"a": "1"}, None, None]
