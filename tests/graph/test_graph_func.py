@@ -517,3 +517,38 @@ async def test_a_task_named_as_a_graphs_node_is_no_task(checkpointer: Checkpoint
         (True, {"step": {"output": 20}}),
         (False, {"flow": 20}),
     ]
+
+
+async def test_an_entrypoint_streams_updates_by_default_through_every_door(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph's entrypoint has stream_mode "updates": stream(), with runtime= too, and a
+    # stream called inside another entrypoint; a started run's handle.stream() keeps values
+    @entrypoint()
+    async def inner(text: str) -> str:
+        return text + "?"
+
+    @entrypoint(checkpointer=checkpointer)
+    async def flow(text: str) -> str:
+        return "".join([str(item) async for item in inner.stream(text)]) + "!"
+
+    assert [i async for i in flow.stream("a", thread_id="t")] == [{"flow": "{'inner': 'a?'}!"}]
+    async with Runtime(testing=True) as rt:
+        items = [i async for i in flow.stream("b", thread_id="u", runtime=rt)]
+    assert items == [{"flow": "{'inner': 'b?'}!"}]
+
+
+async def test_update_state_as_input_saves_an_entrypoints_input(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph's update_state(config, "hi", as_node="__input__") then stream(None): the
+    # function runs on "hi"
+    @entrypoint(checkpointer=checkpointer)
+    def flow(text: str) -> str:
+        return text.upper() + "!"
+
+    await flow.update_state("t", "hi", as_node="__input__")
+    snap = await flow.get_state("t")
+    assert snap.values is None and snap.metadata["source"] == "input"
+    assert [i async for i in flow.stream(None, thread_id="t")] == [{"flow": "HI!"}]
+    assert (await flow.get_state("t")).values == "HI!"
