@@ -43,9 +43,10 @@ def hostile(field: str) -> str:
 
 
 def hostile_id(field: str) -> str:
-    """``hostile(field)`` as an id may be: without '/' (a run id fits in a URL path segment)
-    or ':' (a graph keeps it for itself)."""
-    return hostile(field).replace("/", "").replace(":", " ")
+    """``hostile(field)`` as an id may be: without '/' (a run id fits in a URL path segment),
+    ':' (a graph keeps it for itself) or the right-to-left override (the id rule refuses it:
+    ``tinyagents.protocol.ids.SPOOFING``)."""
+    return hostile(field).replace("/", "").replace(":", " ").replace("\u202e", "")
 
 
 LONG_NAME = "W" * 3000
@@ -96,7 +97,7 @@ async def main(port: int) -> None:
     async with Runtime() as runtime:
         control = Control(runtime)
         run = await runtime.start(
-            agent, hostile("input"), run_id=hostile_id("run"), thread_id=hostile("thread")
+            agent, hostile("input"), run_id=hostile_id("run"), thread_id=hostile_id("thread")
         )
         await thought.wait()  # (the commands below then wait for its next boundary)
         actor = SteeringActor.human(
@@ -124,7 +125,7 @@ async def main(port: int) -> None:
         # names of one long word: 3,000 characters, and a run id as long as the API reads
         long = Agent(LONG_NAME, FunctionModel(think, name="M" * 3000), tools=[hostile_tool])
         await runtime.start(long, "x", run_id=LONG_ID)
-        await runtime.start_graph(compiled, {}, thread_id=hostile("g-thread"))
+        await runtime.start_graph(compiled, {}, thread_id=hostile_id("g-thread"))
         async with serving(create_app(control, auth=None), bind("127.0.0.1", port)):
             print("serving", flush=True)
             await asyncio.Event().wait()  # until the test kills the process
