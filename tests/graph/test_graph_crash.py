@@ -333,3 +333,37 @@ async def test_approvals_a_step_took_before_a_sigkill_are_reported_applied(
     # each applied once, before the restart, and reported so once
     assert outcome["c-left"] == ["applied", None, [True]]
     assert outcome["c-right"] == ["applied", None, [True]]
+
+
+RERUN_CRASH_WORKER = Path(__file__).with_name("graph_rerun_crash_worker.py")
+
+
+async def test_a_thread_command_a_rerun_of_a_finished_thread_accepted_is_settled_after_a_sigkill(
+    tmp_path: Path,
+) -> None:
+    """A finished thread started again gets a new run, which saves no checkpoint; a thread
+    command it accepted was logged under that run's id, and the process died. The next start
+    of the thread continues the run its last checkpoint names (the first one), and the
+    restored command waited for the other id, which never comes back: it was left
+    ``accepted`` in the steering log for good (seen as "commands left open" by
+    ``test_sigkill_while_steering_loses_no_command_and_applies_none_twice`` when a kill landed
+    just after a thread finished)."""
+    store, db = tmp_path / "store.db", tmp_path / "checkpoints.db"
+    for mode, code in (("first", 0), ("again", -9)):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(RERUN_CRASH_WORKER), str(store), str(db), mode,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        _, errors = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == code, errors.decode()
+    restart = await asyncio.create_subprocess_exec(
+        sys.executable, str(RERUN_CRASH_WORKER), str(store), str(db), "restart",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, errors = await asyncio.wait_for(restart.communicate(), 60)
+    assert restart.returncode == 0, errors.decode()
+    outcome = json.loads(out.decode().strip().splitlines()[-1])
+    assert outcome["open"] == []
+    assert outcome["state"] == "applied"
+    assert outcome["log"] == ["work", "done", "steered"]  # applied once, by the thread's run
+    assert outcome["events"][-2:] == ["steering.delivered", "steering.applied"]

@@ -177,6 +177,11 @@ class SteeringRouter:
         # deferred + restored, by target key, then by command (its id in its sender's scope:
         # two senders' commands under one id both wait)
         self._waiting: dict[str, dict[_Key, _Tracked]] = {}
+        #: Thread key -> the run ids that restored commands for that thread wait for (the run
+        #: of the thread that accepted each before a restart): a run of the thread that
+        #: registers under another id takes them (``_thread_takes_restored``). Empty but after
+        #: a restart.
+        self._restored_threads: dict[str, dict[str, None]] = {}
         #: commands whose log write failed, so it may have been written (a lost reply): in
         #: insertion order, at most ``_UNSURE_KEPT``
         self._unsure: dict[_Key, None] = {}
@@ -490,7 +495,10 @@ class SteeringRouter:
         """Re-evaluate commands deferred for (or restored for) this run or its thread."""
         keys = [handle.run_id]
         if handle.info.thread_id is not None:
-            keys.append(_thread_key(handle.info.thread_id))
+            thread = _thread_key(handle.info.thread_id)
+            keys.append(thread)
+            if self._restored_threads:  # after a restart only
+                self._thread_takes_restored(thread, handle.run_id)
         for key in keys:
             waiting = self._waiting.pop(key, None)
             if waiting and key != handle.run_id and handle.status.finished:
@@ -517,6 +525,27 @@ class SteeringRouter:
                 for tracked in queue:
                     self._waiting.setdefault(key, {})[tracked.key] = tracked
                 raise
+
+    def _thread_takes_restored(self, thread: str, run_id: str) -> None:
+        """Move the restored commands for ``thread`` that wait for the id of another run than
+        ``run_id`` (the run of the thread that accepted them before a restart) to the front
+        of the commands waiting for the thread's next run: run ``run_id`` holds the thread
+        here, so that run is not coming back under its id (a thread's next start continues
+        the run its last checkpoint names, and a run started again on a finished thread saves
+        none). Left where they were, they waited for good, open in the steering log; a thread
+        command is the thread's, whichever of its runs takes it."""
+        taken: dict[_Key, _Tracked] = {}
+        for other in self._restored_threads.pop(thread, ()):
+            waiting = self._waiting.get(other)
+            if other == run_id or not waiting:
+                continue  # its own are taken under its id
+            for key, tracked in list(waiting.items()):
+                if _target_key(tracked.cmd) == thread:
+                    taken[key] = waiting.pop(key)
+            if not waiting:
+                del self._waiting[other]
+        if taken:  # accepted by a run before the restart: before those deferred for none
+            self._waiting[thread] = {**taken, **self._waiting.get(thread, {})}
 
     def _left_to_the_next_run(
         self, key: str, waiting: dict[_Key, _Tracked], ended: RunHandle
@@ -643,6 +672,8 @@ class SteeringRouter:
             self._tracked[key] = tracked
             waiting_key = run_id or _target_key(cmd)
             self._waiting.setdefault(waiting_key, {})[key] = tracked
+            if run_id is not None and isinstance(cmd.target, ThreadTarget):
+                self._restored_threads.setdefault(_target_key(cmd), {})[run_id] = None
 
     # ------------------------------------------------------------------ execution reports
 
