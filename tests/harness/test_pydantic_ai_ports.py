@@ -465,7 +465,9 @@ async def test_an_empty_answer_is_asked_for_again() -> None:
     assert result.status is RunStatus.COMPLETED and result.output == "ok here is text"
     asked = model.requests[1].messages
     assert [m.role for m in asked] == ["user", "user"]  # the empty answer carries nothing
-    assert asked[-1].content == "Your last response had no text. Answer with text."
+    assert asked[-1].content == (  # pydantic-ai's words: test_pydantic_ai_ports_10.py
+        "Validation feedback:\nPlease return text.\n\nFix the errors and try again."
+    )
 
 
 async def test_the_ask_for_an_answer_suggests_a_tool_only_when_the_run_has_one() -> None:
@@ -475,13 +477,13 @@ async def test_the_ask_for_an_answer_suggests_a_tool_only_when_the_run_has_one()
     model = ScriptedModel([ModelResponse(text=""), reply("ok")])
     await Agent("a", model, tools=[ping]).run("Hello")
     assert model.requests[1].messages[-1].content == (
-        "Your last response had no text and no tool call. Answer with text, or call a tool."
+        "Validation feedback:\nPlease return text or call a tool.\n\nFix the errors and try again."
     )
     narrowed = ScriptedModel([ModelResponse(text=""), reply("ok")])
     await Agent("a", narrowed, tools=[ping]).run("Hello", tools=[])  # granted none of them
     assert not narrowed.requests[0].tools
     assert narrowed.requests[1].messages[-1].content == (
-        "Your last response had no text. Answer with text."
+        "Validation feedback:\nPlease return text.\n\nFix the errors and try again."
     )
 
 

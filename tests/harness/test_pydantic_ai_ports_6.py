@@ -484,9 +484,10 @@ async def test_a_streamed_output_tool_call_is_the_output() -> None:
 
 async def test_an_empty_answer_to_a_text_union_is_asked_for_text_or_a_call() -> None:
     # the output tools are tools the model may call: an empty answer is asked for text or a
-    # tool call, not for text alone (which would steer it away from its structured output).
+    # tool call, not for text alone (which would steer it away from its structured output),
+    # in pydantic-ai's words ("Please return text or include your response in a tool call.").
     model = ScriptedModel([reply(""), tool_call("final_result", a=1, b="x")])
     result = await Agent("a", model, output_type=Foo | str).run("go")
     assert result.output == Foo(a=1, b="x"), result.error
     ask = model.requests[1].messages[-1]
-    assert ask.metadata.get("retry") == "empty_answer" and "call a tool" in ask.content
+    assert ask.metadata.get("retry") == "empty_answer" and "in a tool call" in ask.content

@@ -130,11 +130,11 @@ _log = logging.getLogger(__name__)
 
 #: ``metadata["retry"]`` of the message that asks a model which answered nothing for an answer.
 EMPTY_ANSWER = "empty_answer"
-ASK_FOR_AN_ANSWER = (
-    "Your last response had no text and no tool call. Answer with text, or call a tool."
-)
-#: The same, to a run that has no tool to call (it is not invited to invent one).
-ASK_FOR_TEXT = "Your last response had no text. Answer with text."
+#: What it is asked, in pydantic-ai's words: "Please " and the ways it may answer joined by
+#: " or " ("return text", then "include your response in a tool call" where there are output
+#: tools, else "call a tool" where the run has a tool it may call), as a retry prompt of no
+#: tool call (``VALIDATION_FEEDBACK`` ... "Fix the errors and try again.").
+PLEASE = "Please {}."
 #: ``metadata["retry"]`` of the message that tells the model its answer is not valid output.
 INVALID_OUTPUT = "invalid_output"
 #: What ``_output_of`` returns for a final answer it sent back to the model (None may be an
@@ -649,8 +649,16 @@ class AgentRun(RunDriver):
                 "more for an answer; an agent run ends on text",
                 model=response.model,
             )
-        # an output tool (``A | str``) is a tool it may call too
-        ask = ASK_FOR_AN_ANSWER if self.allowed_tools() or self._output_specs else ASK_FOR_TEXT
+        # pydantic-ai's alternatives: output tools stand for every tool (its ``elif``)
+        ways = []
+        if self._output_specs:
+            ways.append("include your response in a tool call")
+        elif self.allowed_tools():
+            ways.append("call a tool")
+        if self.agent.allows_text:
+            ways.insert(0, "return text")
+        please = PLEASE.format(" or ".join(ways))
+        ask = f"{VALIDATION_FEEDBACK}{please}\n\nFix the errors and try again."
         messages.append(Message(role="user", content=ask, metadata={"retry": EMPTY_ANSWER}))
 
     async def _output_of(self, response: ModelResponse) -> Any:

@@ -1,0 +1,145 @@
+"""pydantic-ai's retry prompt after an empty answer ("Please return text."), its retry prompt
+of an output tool call whose arguments do not validate (the validation errors as JSON), a
+``typing.TypedDict`` output type on Python 3.11, and more of its agent tests, ported (a
+tenth batch; see test_pydantic_ai_ports.py to _9).
+
+Each test names the pydantic-ai test it ports (pydantic/pydantic-ai, ``tests/test_agent.py``
+unless said otherwise). Where we behave differently on purpose, the test says why.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from tinyagents import Agent, RunStatus, ToolOutput
+from tinyagents.harness import ModelRequest, ModelResponse, ToolCall
+from tinyagents.testkit import FunctionModel, ScriptedModel, reply, tool_call
+
+
+class Foo(BaseModel):
+    a: int
+    b: str
+
+
+def ping() -> str:
+    """Answer pong."""
+    return "pong"
+
+
+def save_progress(data: str) -> str:
+    """Save the progress."""
+    return "saved"
+
+
+def please(alternatives: str) -> str:
+    """The retry prompt after an empty answer, as pydantic-ai's ``RetryPromptPart`` (no tool
+    name) reaches the model: ``model_response()`` of its ``Please ...`` content."""
+    return f"Validation feedback:\nPlease {alternatives}.\n\nFix the errors and try again."
+
+
+def tool_results(request: ModelRequest) -> list[tuple[str | None, str]]:
+    return [(m.name, m.content) for m in request.messages if m.role == "tool"]
+
+
+# --- the retry prompt after an empty answer: pydantic-ai's "Please return text." ---
+
+
+async def test_empty_response() -> None:
+    # ports test_empty_response: an agent of text output without tools is asked "Please
+    # return text." (its RetryPromptPart, written as model_response() writes one without a
+    # tool name; tests/models/test_openai.py pins the user message it becomes).
+    model = ScriptedModel([ModelResponse(text=""), reply("ok here is text")])
+    result = await Agent("a", model).run("Hello")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "ok here is text")
+    ask = model.requests[1].messages[-1]
+    assert (ask.role, ask.content) == ("user", please("return text"))
+    assert ask.metadata.get("retry") == "empty_answer"
+
+
+async def test_retry_message_no_tools() -> None:
+    # ports test_retry_message_no_tools (and test_thinking_only_response_retry): without a
+    # function tool the ask does not suggest calling one.
+    model = ScriptedModel([ModelResponse(text=""), reply("result")])
+    result = await Agent("a", model).run("Hello")
+    assert result.output == "result", result.error
+    assert model.requests[1].messages[-1].content == please("return text")
+
+
+async def test_thinking_only_response_after_tool_call_retries() -> None:
+    # ports test_thinking_only_response_after_tool_call_retries (and the end of
+    # test_empty_final_response): with a function tool the ask is "Please return text or
+    # call a tool."; the text sent beside the earlier tool call is not reused as the answer.
+    model = ScriptedModel(
+        [
+            ModelResponse(
+                text="I'll save your progress.",
+                tool_calls=[ToolCall(id="c1", name="save_progress", args={"data": "test"})],
+            ),
+            ModelResponse(text=""),
+            reply("Your progress is saved."),
+        ]
+    )
+    result = await Agent("a", model, tools=[save_progress]).run("Hello")
+    assert result.output == "Your progress is saved.", result.error
+    assert model.requests[2].messages[-1].content == please("return text or call a tool")
+
+
+async def test_the_ask_names_no_tool_the_run_was_not_granted() -> None:
+    # pydantic-ai builds the ask from the tools of the step (its tool manager's): a run
+    # narrowed to no tools is asked for text alone.
+    model = ScriptedModel([ModelResponse(text=""), reply("ok")])
+    await Agent("a", model, tools=[ping]).run("Hello", tools=[])
+    assert model.requests[1].messages[-1].content == please("return text")
+
+
+async def test_thinking_only_response_retry_with_tool_output() -> None:
+    # ports test_thinking_only_response_retry_with_tool_output: output given through an
+    # output tool alone is asked "Please include your response in a tool call."
+    model = ScriptedModel([ModelResponse(text=""), tool_call("final_result", a=1, b="ok")])
+    result = await Agent("a", model, output_type=ToolOutput(Foo)).run("Hello")
+    assert result.output == Foo(a=1, b="ok"), result.error
+    assert model.requests[1].messages[-1].content == please("include your response in a tool call")
+
+
+async def test_the_ask_of_output_tools_does_not_name_function_tools() -> None:
+    # pydantic-ai's alternatives: "include your response in a tool call" stands for every
+    # tool when there are output tools (its ``elif``), however many function tools the run has.
+    model = ScriptedModel([ModelResponse(text=""), tool_call("final_result", a=1, b="ok")])
+    result = await Agent("a", model, tools=[ping], output_type=ToolOutput(Foo)).run("Hello")
+    assert result.output == Foo(a=1, b="ok"), result.error
+    assert model.requests[1].messages[-1].content == please("include your response in a tool call")
+
+
+async def test_empty_response_to_text_or_output_tools() -> None:
+    # ports test_empty_response_exceeds_max_retries (its ask): output that is text or an
+    # output tool's call is asked "Please return text or include your response in a tool
+    # call.", and a second empty answer ends the run (pydantic-ai: Exceeded maximum output
+    # retries (1)).
+    model = FunctionModel(lambda request: ModelResponse(text=""))
+    result = await Agent("a", model, output_type=[Foo, str]).run("Hello")
+    assert result.status is RunStatus.FAILED and "ModelResponseError" in (result.error or "")
+    assert len(model.requests) == 2
+    assert model.requests[1].messages[-1].content == please(
+        "return text or include your response in a tool call"
+    )
+
+
+async def test_empty_response_with_structured_output() -> None:
+    # Our ``output_type=Foo`` is pydantic-ai's NativeOutput (a response format, no output
+    # tool): its schema reads text (NativeOutputSchema's text processor), so the ask is
+    # "Please return text." (or "... or call a tool." beside a function tool).
+    model = ScriptedModel([ModelResponse(text=""), reply('{"a": 1, "b": "x"}')])
+    result = await Agent("a", model, output_type=Foo).run("Hello")
+    assert result.output == Foo(a=1, b="x"), result.error
+    assert model.requests[1].messages[-1].content == please("return text")
+    model = ScriptedModel([ModelResponse(text=""), reply('{"a": 1, "b": "x"}')])
+    await Agent("a", model, tools=[ping], output_type=Foo).run("Hello")
+    assert model.requests[1].messages[-1].content == please("return text or call a tool")
+
+
+async def test_empty_response_streamed() -> None:
+    # ports tests/test_streaming.py's empty response retry: the same ask over a stream.
+    model = ScriptedModel([ModelResponse(text=""), reply("ok")], stream=True)
+    result = await Agent("a", model).run("Hello")
+    assert result.output == "ok", result.error
+    assert model.requests[1].messages[-1].content == please("return text")
