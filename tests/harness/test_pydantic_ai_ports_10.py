@@ -9,7 +9,9 @@ unless said otherwise). Where we behave differently on purpose, the test says wh
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+import json
+
+from pydantic import BaseModel, field_validator
 
 from tinyagents import Agent, RunStatus, ToolOutput
 from tinyagents.harness import ModelRequest, ModelResponse, ToolCall
@@ -143,3 +145,142 @@ async def test_empty_response_streamed() -> None:
     result = await Agent("a", model).run("Hello")
     assert result.output == "ok", result.error
     assert model.requests[1].messages[-1].content == please("return text")
+
+
+# --- the retry prompt of an output tool call that does not validate: pydantic-ai's words ---
+
+
+async def test_result_pydantic_model_validation_error() -> None:
+    # ports test_result_pydantic_model_validation_error: the output tool's retry is its
+    # RetryPromptPart's model_response() with a tool name: "1 validation error:", the errors
+    # as JSON in a fence (each without its ctx, its input kept) and "Fix the errors and try
+    # again.", the call's result.
+    class Bar(BaseModel):
+        a: int
+        b: str
+
+        @field_validator("b")
+        @classmethod
+        def check_b(cls, v: str) -> str:
+            if v == "foo":
+                raise ValueError("must not be foo")
+            return v
+
+    model = ScriptedModel(
+        [tool_call("final_result", a=1, b="foo"), tool_call("final_result", a=1, b="bar")]
+    )
+    result = await Agent("a", model, output_type=ToolOutput(Bar)).run("Hello")
+    assert result.output == Bar(a=1, b="bar"), result.error
+    ((name, sent),) = tool_results(model.requests[1])
+    assert name == "final_result"
+    assert sent == (
+        "1 validation error:\n"
+        "```json\n"
+        "[\n"
+        "  {\n"
+        '    "type": "value_error",\n'
+        '    "loc": [\n'
+        '      "b"\n'
+        "    ],\n"
+        '    "msg": "Value error, must not be foo",\n'
+        '    "input": "foo"\n'
+        "  }\n"
+        "]\n"
+        "```\n\n"
+        "Fix the errors and try again."
+    )
+
+
+async def test_result_pydantic_model_retry() -> None:
+    # ports test_result_pydantic_model_retry: the retry's content is the validation errors
+    # (int_parsing at a, its input 'wrong'), as the call's result; then the output.
+    model = ScriptedModel(
+        [tool_call("final_result", a="wrong", b="foo"), tool_call("final_result", a=42, b="foo")]
+    )
+    result = await Agent("a", model, output_type=[Foo, str]).run("Hello")
+    assert result.output == Foo(a=42, b="foo"), result.error
+    ((name, sent),) = tool_results(model.requests[1])
+    assert name == "final_result" and sent.startswith("1 validation error:\n```json\n")
+    errors = json.loads(sent.split("```json\n")[1].split("\n```")[0])
+    assert errors == [
+        {
+            "type": "int_parsing",
+            "loc": ["a"],
+            "msg": "Input should be a valid integer, unable to parse string as an integer",
+            "input": "wrong",
+        }
+    ]
+    assert [m.metadata.get("retry") for m in result.messages if m.role == "tool"] == [
+        "invalid_output",
+        None,
+    ]
+
+
+async def test_output_function_arguments_are_sent_back_as_validation_errors() -> None:
+    # an output function's arguments are validated as pydantic-ai validates them (its
+    # function schema), and their errors go back the same way, two as "2 validation errors".
+    def weather(city: str, days: int) -> str:
+        return f"{city} for {days}"
+
+    model = ScriptedModel(
+        [
+            tool_call("final_result", city=3, days="x"),
+            tool_call("final_result", city="Lima", days=2),
+        ]
+    )
+    result = await Agent("a", model, output_type=weather).run("go")
+    assert result.output == "Lima for 2", result.error
+    ((_, sent),) = tool_results(model.requests[1])
+    assert sent.startswith("2 validation errors:\n```json\n")
+    assert sent.endswith("```\n\nFix the errors and try again.")
+    errors = json.loads(sent.split("```json\n")[1].split("\n```")[0])
+    assert [(e["loc"], e["input"]) for e in errors] == [(["city"], 3), (["days"], "x")]
+
+
+async def test_a_wrapped_output_tools_errors_are_at_its_response() -> None:
+    # ToolOutput(int): pydantic-ai wraps it as {"response": int}, so its errors are at
+    # ("response",), the input kept.
+    model = ScriptedModel(
+        [tool_call("final_result", response="many"), tool_call("final_result", response=3)]
+    )
+    result = await Agent("a", model, output_type=ToolOutput(int)).run("go")
+    assert result.output == 3, result.error
+    ((_, sent),) = tool_results(model.requests[1])
+    errors = json.loads(sent.split("```json\n")[1].split("\n```")[0])
+    assert [(e["type"], e["loc"], e["input"]) for e in errors] == [
+        ("int_parsing", ["response"], "many")
+    ]
+
+
+async def test_an_output_calls_unreadable_arguments_are_sent_back() -> None:
+    # arguments that are not JSON: what is wrong (the text quoted), then "Fix the errors and
+    # try again.", as a retry of a message with a tool name ends.
+    broken = ToolCall(id="c1", name="final_result", parse_error="arguments are not valid JSON")
+    model = ScriptedModel(
+        [ModelResponse(tool_calls=[broken]), tool_call("final_result", a=1, b="x")]
+    )
+    result = await Agent("a", model, output_type=ToolOutput(Foo)).run("go")
+    assert result.output == Foo(a=1, b="x"), result.error
+    ((_, sent),) = tool_results(model.requests[1])
+    assert sent == "arguments are not valid JSON\n\nFix the errors and try again."
+
+
+async def test_many_errors_of_an_output_call_are_bounded() -> None:
+    # 50 bad items of 5 000 characters are not echoed back whole on every retry (pydantic-ai
+    # sends all, a model's context filled by one bad call): the count is said, the first ten
+    # shown, each long input shortened.
+    class Many(BaseModel):
+        items: list[int]
+
+    model = ScriptedModel(
+        [
+            tool_call("final_result", items=["x" * 5000] * 50),
+            tool_call("final_result", items=[1]),
+        ]
+    )
+    result = await Agent("a", model, output_type=ToolOutput(Many)).run("go")
+    assert result.output == Many(items=[1]), result.error
+    ((_, sent),) = tool_results(model.requests[1])
+    assert sent.startswith("50 validation errors:\n```json\n") and len(sent) < 25_000
+    assert "(and 3002 more characters)" in sent and "\nand 40 more errors not shown\n" in sent
+    assert sent.endswith("Fix the errors and try again.")

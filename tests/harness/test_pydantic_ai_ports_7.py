@@ -147,9 +147,11 @@ async def test_output_function_arguments_that_do_not_validate_are_sent_back() ->
     result = await Agent("a", model, output_type=get_weather).run("go")
     assert result.output == Weather(temperature=28.7, description="sunny"), result.error
     ((_, sent),) = tool_results(model.requests[1])
-    assert sent == (
-        "Your final_result arguments are not valid get_weather output: city: Input should be "
-        "a valid string (got 3). Fix the errors and try again."
+    assert sent == (  # pydantic-ai's RetryPromptPart with a tool name: the input is kept
+        "1 validation error:\n```json\n[\n  {\n"
+        '    "type": "string_type",\n    "loc": [\n      "city"\n    ],\n'
+        '    "msg": "Input should be a valid string",\n    "input": 3\n  }\n]\n```\n\n'
+        "Fix the errors and try again."
     )
 
 

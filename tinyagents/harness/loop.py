@@ -28,7 +28,6 @@ from collections.abc import (
 from typing import TYPE_CHECKING, Any, Protocol, get_args
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import to_json
 
 from tinyagents import _clock
 from tinyagents._threads import settle
@@ -96,6 +95,7 @@ from tinyagents.harness.tools import (
     Tool,
     ToolResult,
     execute_tool_call,
+    retry_errors,
     validation_problems,
 )
 from tinyagents.protocol.boundary import Boundary
@@ -482,6 +482,7 @@ class AgentRun(RunDriver):
             self.messages, INVALID_OUTPUT, since=self._given, tool=call.name
         )
         refused: str | None = None  # the function's or a validator's message
+        errors: str | None = None  # the arguments' validation errors, in pydantic-ai's words
         if call.parse_error is not None:
             problems = call.parse_error
         else:
@@ -495,8 +496,11 @@ class AgentRun(RunDriver):
                     value = unwrapped(output.model.model_validate(call.args))
             except ValidationError as exc:
                 problems = validation_problems(exc)
+                errors = retry_errors(exc, tool=True)
             except InvalidArguments as exc:
                 problems = _argument_problems(exc)
+                if isinstance(exc.__cause__, ValidationError):
+                    errors = retry_errors(exc.__cause__, tool=True)
             except ModelRetry as exc:
                 refused = problems = message_of(exc)
             else:
@@ -525,13 +529,9 @@ class AgentRun(RunDriver):
                 f"wrong: {problems}"
             )
             raise ModelResponseError(f"model {name!r}: its {call.name} call {what}")
-        if refused is not None:  # as pydantic-ai words a retry prompt
-            ask = f"{refused}\n\nFix the errors and try again."
-        else:
-            ask = (
-                f"Your {call.name} arguments are not valid {output.what} output: "
-                f"{problems}. Fix the errors and try again."
-            )
+        # as pydantic-ai's RetryPromptPart with a tool name reaches the model: its message, or
+        # its validation errors (each input kept), then "Fix the errors and try again."
+        ask = f"{refused or errors or problems}\n\nFix the errors and try again."
         result = ToolResult(call_id=call.id, name=call.name, content=ask, error=True)
         self._record_result(call, result, retry=INVALID_OUTPUT)
 
@@ -704,7 +704,7 @@ class AgentRun(RunDriver):
         except ValidationError as exc:
             problems = validation_problems(exc, whole="answer")
             if output_type is not None:  # native or prompted: pydantic-ai sends its errors
-                errors = _retry_errors(exc)
+                errors = retry_errors(exc, tool=False)
         except InvalidArguments as exc:  # text a TextOutput's constrained str refuses
             problems = _argument_problems(exc, whole="answer")
         except ModelRetry as exc:
@@ -1933,19 +1933,6 @@ def read_output(output_type: type[BaseModel], text: str) -> Any:
     markdown fence or not); raises ``ValidationError`` for text that holds none."""
     output = output_type.model_validate_json(_unfenced(text))
     return unwrapped(output)
-
-
-def _retry_errors(exc: ValidationError) -> str:
-    """An answer's validation errors as pydantic-ai's ``RetryPromptPart.model_response()``
-    writes them for an answer that is no tool call: ``N validation error(s):`` and their JSON
-    in a fence, each without its ``ctx`` and, at the top level (the answer itself, already
-    in the conversation), its ``input``."""
-    found = exc.errors(include_url=False, include_context=False)
-    shown = [
-        {k: v for k, v in error.items() if k != "input" or len(error["loc"]) > 1} for error in found
-    ]
-    text = to_json(shown, indent=2, fallback=str).decode()
-    return f"{len(found)} validation error{'' if len(found) == 1 else 's'}:\n```json\n{text}\n```"
 
 
 def _unfenced(text: str) -> str:

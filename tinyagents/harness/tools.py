@@ -37,7 +37,7 @@ from pydantic import (
     create_model,
 )
 from pydantic.fields import FieldInfo
-from pydantic_core import PydanticUndefined, SchemaError, to_jsonable_python
+from pydantic_core import PydanticUndefined, SchemaError, to_json, to_jsonable_python
 
 from tinyagents._record import FrozenRecord, Record
 from tinyagents._threads import in_own_thread
@@ -854,6 +854,40 @@ def validation_problems(exc: ValidationError, whole: str = "arguments") -> str:
     if len(errors) > _SHOWN_PROBLEMS:
         problems.append(f"and {len(errors) - _SHOWN_PROBLEMS} more problems")
     return "; ".join(problems)
+
+
+#: How much of an error's input (as JSON) a retry prompt in pydantic-ai's words quotes: more
+#: than ``_QUOTED_VALUE``, since its input below the top level is the whole object a field
+#: belongs to (a missing field's), which pydantic-ai sends as it is.
+_QUOTED_INPUT = 2000
+
+
+def retry_errors(exc: ValidationError, *, tool: bool) -> str:
+    """The validation errors of an answer (``tool=False``) or of an output tool call's
+    arguments (``tool=True``) as pydantic-ai's ``RetryPromptPart.model_response()`` writes
+    them: ``N validation error(s):`` and their JSON in a fence, each without its ``ctx``, and,
+    for an answer, without the ``input`` of an error at the top level (the answer itself,
+    already in the conversation). Bounded where pydantic-ai is not, as ``validation_problems``
+    is: the first ``_SHOWN_PROBLEMS`` errors, then how many more, each input longer than
+    ``_QUOTED_INPUT`` characters of JSON shortened to that text."""
+    found = exc.errors(include_url=False, include_context=False)
+    shown = []
+    for error in found[:_SHOWN_PROBLEMS]:
+        item: dict[str, Any] = {
+            k: v for k, v in error.items() if k != "input" or tool or len(error["loc"]) > 1
+        }
+        if "input" in item:
+            text = to_json(item["input"], fallback=str).decode()
+            if len(text) > _QUOTED_INPUT:
+                item["input"] = (
+                    f"{text[:_QUOTED_INPUT]}… (and {len(text) - _QUOTED_INPUT} more characters)"
+                )
+        shown.append(item)
+    text = to_json(shown, indent=2, fallback=str).decode()
+    more = len(found) - len(shown)
+    rest = f"\nand {more} more errors not shown" if more else ""
+    plural = "" if len(found) == 1 else "s"
+    return f"{len(found)} validation error{plural}:\n```json\n{text}\n```{rest}"
 
 
 def _quoted(text: str) -> str:
