@@ -63,7 +63,7 @@ from typing_extensions import is_typeddict
 from tinyagents._record import Record
 from tinyagents.errors import ConfigurationError, UnsupportedOutputError, kind_of
 from tinyagents.harness.model import ToolSpec
-from tinyagents.harness.tools import FunctionTool, is_tool_name
+from tinyagents.harness.tools import FunctionTool, is_tool_name, typed_dict_fix
 
 __all__ = [
     "NativeOutput",
@@ -667,6 +667,8 @@ def _object(agent: str, output_type: object) -> type[BaseModel] | None:
         reader.reader = TypeAdapter(output_type)
         reader.model_rebuild()
     except Exception as exc:  # pydantic's many ways of refusing a type
+        if (fix := typed_dict_fix(exc)) is not None:
+            raise ConfigurationError(f"agent {agent!r}: output_type {name} {fix}") from None
         raise ConfigurationError(
             f"agent {agent!r}: output_type {name} is no type pydantic can read ({exc}); use "
             "a pydantic model class, a dataclass or a TypedDict (typing_extensions', before "
@@ -693,6 +695,8 @@ def _wrapped(agent: str, output_type: object) -> type[ResponseOutput] | None:
         wrapper = create_model(name, __base__=ResponseOutput, response=(read, ...))
         wrapper.model_rebuild()
     except Exception as exc:  # pydantic's many ways of refusing a type
+        if (fix := typed_dict_fix(exc)) is not None:
+            raise ConfigurationError(f"agent {agent!r}: output_type {name} {fix}") from None
         raise ConfigurationError(
             f"agent {agent!r}: output_type {name} is no type pydantic can read ({exc}); use "
             "a pydantic model class, or a type such as int, list[Foo] or Foo | Bar"

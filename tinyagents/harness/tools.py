@@ -20,6 +20,7 @@ import inspect
 import json
 import math
 import re
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, is_dataclass
@@ -753,6 +754,8 @@ def _arguments_model(
     # a type pydantic cannot make a schema of; a constraint it cannot use (SchemaError); a
     # choice (Literal, Enum) it cannot write as JSON (PydanticSerializationError, a ValueError)
     except (PydanticUserError, SchemaError, ValueError) as exc:
+        if (fix := typed_dict_fix(exc)) is not None:
+            raise ConfigurationError(f"tool {name!r}: a parameter {fix}") from None
         raise ConfigurationError(
             f"tool {name!r}: its parameters cannot be arguments a model gives ({exc}); "
             "annotate each with a JSON type (str, int, a pydantic model, ...), and name the "
@@ -860,6 +863,20 @@ def validation_problems(exc: ValidationError, whole: str = "arguments") -> str:
 #: than ``_QUOTED_VALUE``, since its input below the top level is the whole object a field
 #: belongs to (a missing field's), which pydantic-ai sends as it is.
 _QUOTED_INPUT = 2000
+
+
+def typed_dict_fix(exc: BaseException) -> str | None:
+    """What to do about ``exc`` when it is pydantic refusing a ``typing.TypedDict`` (it reads
+    only ``typing_extensions``' before Python 3.12: its ``typed-dict-version`` error), said
+    plainly; None for any other error."""
+    if not (isinstance(exc, PydanticUserError) and exc.code == "typed-dict-version"):
+        return None
+    version = ".".join(str(part) for part in sys.version_info[:2])
+    return (
+        "is or holds a typing.TypedDict, which pydantic reads only from Python 3.12: on "
+        f"Python {version} declare it with typing_extensions.TypedDict "
+        "(from typing_extensions import TypedDict)"
+    )
 
 
 def retry_errors(exc: ValidationError, *, tool: bool) -> str:
