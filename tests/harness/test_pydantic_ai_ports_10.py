@@ -561,3 +561,56 @@ async def test_tool_timeout_retry_counts_as_failed() -> None:
     assert result.output == "ok", result.error
     assert calls == 3
     assert tool_results(model.requests[3])[-1][1] == "finally done after 2 failures"
+
+
+class Weather(BaseModel):
+    temperature: float
+    description: str
+
+    def get_weather(self, city: str) -> Weather:
+        return self
+
+    def get_weather_in(self, ctx: RunContext, city: str) -> Weather:
+        assert ctx is not None
+        return self
+
+
+@pytest.mark.parametrize("method", ["get_weather", "get_weather_in"])
+async def test_output_type_bound_instance_method(method: str) -> None:
+    # ports test_output_type_bound_instance_method (and _with_run_context): a bound method is
+    # an output function; its self (and its ctx) are no arguments the model gives.
+    weather = Weather(temperature=28.7, description="sunny")
+    model = ScriptedModel([tool_call("final_result", city="Mexico City")])
+    result = await Agent("a", model, output_type=getattr(weather, method)).run("Mexico City")
+    assert result.output == weather, result.error
+    (spec,) = model.requests[0].tools
+    assert spec.name == "final_result"
+    assert spec.description == "The final response which ends this conversation"
+    assert spec.parameters == {
+        "additionalProperties": False,
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "type": "object",
+    }
+
+
+async def test_output_type_with_two_descriptions() -> None:
+    # ports test_output_type_with_two_descriptions: ToolOutput's description, then the
+    # model's docstring; the schema keeps its title.
+    class MyOutput(BaseModel):
+        """Description from docstring"""
+
+        valid: bool
+
+    model = ScriptedModel([tool_call("final_result", valid=False)])
+    marker = ToolOutput(MyOutput, description="Description from ToolOutput")
+    result = await Agent("a", model, output_type=marker).run("Hello")
+    assert result.output == MyOutput(valid=False), result.error
+    (spec,) = model.requests[0].tools
+    assert spec.description == "Description from ToolOutput. Description from docstring"
+    assert spec.parameters == {
+        "properties": {"valid": {"type": "boolean"}},
+        "required": ["valid"],
+        "title": "MyOutput",
+        "type": "object",
+    }

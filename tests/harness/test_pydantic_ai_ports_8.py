@@ -472,16 +472,13 @@ async def test_tool_output_of_a_union_is_one_wrapped_tool() -> None:
     assert spec.parameters == {
         "$defs": {
             "Bar": {
-                "properties": {"c": {"title": "C", "type": "boolean"}},
+                "properties": {"c": {"type": "boolean"}},
                 "required": ["c"],
                 "title": "Bar",
                 "type": "object",
             },
             "Foo": {
-                "properties": {
-                    "a": {"title": "A", "type": "integer"},
-                    "b": {"title": "B", "type": "string"},
-                },
+                "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
                 "required": ["a", "b"],
                 "title": "Foo",
                 "type": "object",

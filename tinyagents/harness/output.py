@@ -574,7 +574,7 @@ def _with_markers(agent: str, members: list[Any]) -> OutputSpec:
             inner = _as_model(agent, inner) or inner  # int: {"response": int}
         if isinstance(inner, type) and issubclass(inner, BaseModel):
             base, model = inner.__name__, inner
-            parameters, doc = inner.model_json_schema(), _docstring(inner)
+            parameters, doc = _tool_parameters(inner.model_json_schema()), _docstring(inner)
         elif _is_function(inner):
             base = str(inner.__name__)
             function = FunctionTool(inner, name=_PLACEHOLDER)
@@ -633,6 +633,32 @@ def _text_function(agent: str, marker: TextOutput) -> FunctionTool:
 def _is_function(value: object) -> bool:
     """An output function (pydantic-ai's ``inspect.isfunction or ismethod``)."""
     return inspect.isfunction(value) or inspect.ismethod(value)
+
+
+def _tool_parameters(schema: dict[str, Any]) -> dict[str, Any]:
+    """An output tool's parameters from its type's JSON schema, as pydantic-ai's
+    ``GenerateToolJsonSchema`` writes them: no ``title`` on a property (the type's own
+    title, and its models' in ``$defs``, stay), and no ``description`` at the top (the
+    docstring it holds is in the tool's description already)."""
+    schema = copy.deepcopy(schema)
+    schema.pop("description", None)
+    _drop_property_titles(schema)
+    return schema
+
+
+def _drop_property_titles(node: Any) -> None:
+    if isinstance(node, dict):
+        properties = node.get("properties")
+        if isinstance(properties, dict):
+            for prop in properties.values():
+                if isinstance(prop, dict) and isinstance(prop.get("title"), str):
+                    del prop["title"]
+        for key, value in node.items():
+            if key not in ("default", "examples", "example", "const", "enum"):
+                _drop_property_titles(value)
+    elif isinstance(node, list):
+        for item in node:
+            _drop_property_titles(item)
 
 
 def _docstring(model: type[BaseModel]) -> str | None:
