@@ -82,3 +82,30 @@ async def test_a_tree_started_again_after_its_worker_died_paused_is_let_go_by_th
     assert resume["status"] == "accepted", resume
     assert await restarted.call("wait", run_id=child, wait_s=60) == "completed"
     assert await restarted.call("wait", run_id=parent, wait_s=60) == "completed"
+
+
+async def test_a_held_run_started_again_as_a_root_after_its_worker_died_comes_back_paused(
+    redis_url: str, prefix: str, workers: Any
+) -> None:
+    """Worker A dies (SIGKILL) while an operator's pause of the parent, sent through worker
+    B, holds the child. Its next process starts the child alone (as a root: the parent is
+    not started again), so no run above holds it or will let go of it. It came back
+    running, the paused work going on unattended; it comes back paused by the hold its log
+    has, and a resume sent to it through B lets it go."""
+    a = await workers("a", redis_url, prefix)
+    b = await workers("b", redis_url, prefix)
+    parent, child = await _tree(a, turns=400)
+    await listed(b, parent)
+    pause = await b.call("submit", command=as_json(command(parent, "pause")))
+    assert pause["status"] == "accepted", pause
+    await eventually(_status(a, child), lambda s: s == "paused")
+    await a.call("flush")  # the applied pauses are in the log: then the process dies
+    await a.kill()
+
+    restarted = await workers("a", redis_url, prefix)  # same worker id and SQLite file
+    await restarted.call("start", run_id=child, tenant="acme", turns=3, tick_s=0.02)
+    assert await restarted.call("status", run_id=child) == "paused"
+    await listed(b, child)
+    resume = await b.call("submit", command=as_json(command(child, "resume")))
+    assert resume["status"] == "accepted", resume
+    assert await restarted.call("wait", run_id=child, wait_s=60) == "completed"

@@ -738,3 +738,79 @@ async def test_a_parent_agents_own_pause_of_its_child_comes_back_after_a_restart
         await parent.cancel(actor=OPERATOR)
         assert (await child.result()).status is RunStatus.CANCELLED
         assert (await parent.result()).status is RunStatus.CANCELLED
+
+
+async def test_a_held_child_started_again_as_a_root_comes_back_paused_by_that_hold(
+    tmp_path: Path,
+) -> None:
+    """A hold passed down lasts as long as the process of the run above that held it: a run
+    started again below that run is held again by it (if it comes back paused) and let go
+    at its resume. A run started again *without* it (as a root, or below another run) has
+    nothing above it that holds it or lets go of it: skipping the hold in its log, it came
+    back running, the work its operator had paused (by pausing its parent) going on
+    unattended. It comes back paused by that hold, a pause of its own now (``run.paused``
+    says which run's hold it was), and its own resume lets it go."""
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    waiter = EventWaiter()
+    async with Runtime(store, testing=True, sinks=[waiter]) as rt:
+        parent = await rt.start(slow_agent("p"), "work", run_id="p-1")
+        child = await rt.start(slow_agent("c"), "work", run_id="c-1", parent=parent)
+        await parent.pause(reason="all of it", actor=OPERATOR)
+        await asyncio.wait_for(waiter.event("run.paused", "c-1"), 60)
+        # The process stops here.
+
+    recorder = EventRecorder()
+    async with Runtime(store, testing=True, sinks=[recorder]) as rt:
+        child = await rt.start(slow_agent("c"), "work", run_id="c-1")  # its parent is not
+        assert child.status is RunStatus.PAUSED
+        paused = [e for e in recorder.events if e.type == "run.paused" and e.run_id == "c-1"]
+        assert len(paused) == 1
+        assert paused[0].detail["restored"] is True
+        assert paused[0].detail["from_above"] == "p-1"
+        grandchild = await rt.start(slow_agent("g"), "work", run_id="g-1", parent=child)
+        for _ in range(200):  # the restored pause holds the runs started below it
+            if grandchild.status is RunStatus.PAUSED:
+                break
+            await asyncio.sleep(0.01)
+        assert grandchild.status is RunStatus.PAUSED
+        await child.resume(actor=OPERATOR)
+        for _ in range(500):
+            if child.status is RunStatus.RUNNING and grandchild.status is RunStatus.RUNNING:
+                break
+            await asyncio.sleep(0.01)
+        assert child.status is RunStatus.RUNNING
+        assert grandchild.status is RunStatus.RUNNING
+        await grandchild.cancel(actor=OPERATOR)
+        await child.cancel(actor=OPERATOR)
+        assert (await child.result()).status is RunStatus.CANCELLED
+
+
+async def test_a_held_child_started_again_below_its_running_parent_comes_back_running(
+    tmp_path: Path,
+) -> None:
+    """The hold's run above let go of it (its resume), but the process stopped before the
+    resume passed down was applied to the run below: started again below that run, which
+    comes back running, the run below runs too (the run above is over it and does not
+    hold it)."""
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    waiter = EventWaiter()
+    async with Runtime(store, testing=True, sinks=[waiter]) as rt:
+        parent = await rt.start(slow_agent("p"), "work", run_id="p-1")
+        child = await rt.start(slow_agent("c"), "work", run_id="c-1", parent=parent)
+        await parent.pause(reason="all of it", actor=OPERATOR)
+        await asyncio.wait_for(waiter.event("run.paused", "c-1"), 60)
+        # The process stops here.
+
+    async with Runtime(store, testing=True) as rt:
+        parent = await rt.start(slow_agent("p"), "work", run_id="p-1")
+        assert parent.status is RunStatus.PAUSED
+        await parent.resume(actor=OPERATOR)
+        for _ in range(500):
+            if parent.status is RunStatus.RUNNING:
+                break
+            await asyncio.sleep(0.01)
+        child = await rt.start(slow_agent("c"), "work", run_id="c-1", parent=parent)
+        assert child.status is RunStatus.RUNNING
+        await child.cancel(actor=OPERATOR)
+        await parent.cancel(actor=OPERATOR)
+        assert (await child.result()).status is RunStatus.CANCELLED

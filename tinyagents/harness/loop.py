@@ -87,6 +87,7 @@ from tinyagents.harness.pausing import (
     Pauses,
     holding_pause,
     join_holds_above,
+    passed_down_by,
     reconcile_below,
 )
 from tinyagents.harness.tools import (
@@ -2154,7 +2155,7 @@ async def start_agent_run(
     try:
         run.earlier = applied
         restored = apply.restore(run, applied)
-        pause = holding_pause(applied)
+        pause = holding_pause(applied, _above(runtime, parent_info)) if applied else None
         if pause is not None:  # an operator's pause held it: it comes back paused
             run.paused = True
             run.pauses.restored(pause, holding=True)
@@ -2192,7 +2193,7 @@ async def start_agent_run(
             RunEvent,
             type="run.paused",
             status="paused",
-            detail={"restored": True, "correlation_id": pause.correlation_id},
+            detail=_restored_pause(pause),
         )
     if parent_info is not None:
         runtime.bus.publish(subagent_event(info, parent_info, "subagent.started", status="running"))
@@ -2201,6 +2202,25 @@ async def start_agent_run(
             await join_holds_above(runtime, handle)
     run.launch()
     return handle
+
+
+def _above(runtime: RunHost, parent_info: RunInfo | None) -> set[str]:
+    """The runs above a run started below ``parent_info`` (None: as a root)."""
+    if parent_info is None:
+        return set()
+    above = {a.run_id for a in runtime.runs.tree.ancestors(parent_info.run_id)}
+    above.add(parent_info.run_id)
+    return above
+
+
+def _restored_pause(pause: SteeringCommand) -> dict[str, Any]:
+    """The ``run.paused`` detail of a run started again paused by ``pause``: with
+    ``from_above``, the run whose hold it was (that run is not above it now)."""
+    detail: dict[str, Any] = {"restored": True, "correlation_id": pause.correlation_id}
+    origin = passed_down_by(pause)
+    if origin is not None:
+        detail["from_above"] = origin
+    return detail
 
 
 async def _no_exit(

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -95,24 +95,45 @@ def passed_down_by(cmd: SteeringCommand) -> str | None:
     return None
 
 
-def holding_pause(cmds: list[SteeringCommand]) -> SteeringCommand | None:
-    """The pause of its own that held a run when its earlier incarnation stopped (the last
-    ``pause`` its log applied with no ``resume`` of its own applied after it), or None: a run
-    started again after a crash comes back paused rather than going on with work an operator
-    had stopped. A pause or resume a run above passed down (``passed_down_by``) is no part of
-    it: that hold was the process's that held it; a run above that comes back paused holds
-    the run again as it is started below it (``join_holds_above``), and lets go of it at its
-    resume. (Restored as the run's own, a passed-down pause outlived that hold: the run
-    stayed paused after the run above was resumed.)"""
-    holding = None
+def holding_pause(
+    cmds: list[SteeringCommand], above: Collection[str] = ()
+) -> SteeringCommand | None:
+    """The pause that held a run when its earlier incarnation stopped, or None: a run
+    started again after a crash comes back paused rather than going on with work an
+    operator had stopped. ``cmds``: what its log applied, in order; ``above``: the runs above
+    it now (its parent and theirs, as it is started again).
+
+    A pause of its own holds it until a ``resume`` of its own applied after it. A pause or
+    resume a run above passed down (``passed_down_by``) is the hold of that run, which lasts
+    no longer than the process that held it: when that run is above it again, it is no part
+    of what brings the run back paused (that run, back paused, holds it again as it is
+    started below it, ``join_holds_above``, and lets go of it at its resume; restored as the
+    run's own, the pause outlived that hold and the run stayed paused after the run above
+    was resumed). When it is not (the run is started again as a root, or below another
+    run), nothing would hold it nor let go of it, and its operator's pause would be lost: a
+    hold its log still has (no resume passed down by that run, nor one of its own, applied
+    after it) brings it back paused, as a pause of its own (the newest such pause, when a
+    pause of its own does not hold it)."""
+    own: SteeringCommand | None = None
+    held: dict[str, SteeringCommand] = {}
     for cmd in cmds:
-        if passed_down_by(cmd) is not None:
-            continue
-        if cmd.kind is SteeringKind.PAUSE:
-            holding = cmd
+        origin = passed_down_by(cmd)
+        if origin is not None:
+            if origin in above:
+                continue
+            if cmd.kind is SteeringKind.PAUSE:
+                held[origin] = cmd
+            elif cmd.kind is SteeringKind.RESUME:
+                held.pop(origin, None)
+        elif cmd.kind is SteeringKind.PAUSE:
+            own = cmd
         elif cmd.kind is SteeringKind.RESUME:
-            holding = None
-    return holding
+            own = None
+            # it lets go of every hold said before it (``Pauses.resume``)
+            held = {o: p for o, p in held.items() if newer_pause(p, cmd) is not None}
+    if own is not None or not held:
+        return own
+    return max(held.values(), key=_said)
 
 
 def newer_pause(last: SteeringCommand | None, cmd: SteeringCommand) -> SteeringCommand | None:
