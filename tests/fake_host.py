@@ -32,6 +32,7 @@ class FakeHost:
         handle: RunHandle,
         *,
         redirect_conflict: RedirectConflict = RedirectConflict.FIRST_ACCEPTED,
+        continued: bool = False,
     ) -> RunHandle:
         self.runs.register(handle)
         await self.router.attach(handle, redirect_conflict=redirect_conflict)

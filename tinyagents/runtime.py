@@ -51,6 +51,7 @@ from tinyagents.protocol.commands import (
     SteeringReceipt,
     sender_tenant,
 )
+from tinyagents.protocol.state import CommandState
 from tinyagents.runs.handle import RunHandle, RunResult
 from tinyagents.runs.host import provide_private_host
 from tinyagents.runs.info import RunInfo, RunStatus
@@ -68,7 +69,14 @@ from tinyagents.steering.remote import (
     owner_silent,
 )
 from tinyagents.steering.router import DEDUPE_HORIZON, MiddlewareCapability, SteeringRouter
-from tinyagents.store.base import Store, StoreWriter, may_pass, run_key, written_again
+from tinyagents.store.base import (
+    Store,
+    StoredCommand,
+    StoreWriter,
+    may_pass,
+    run_key,
+    written_again,
+)
 from tinyagents.store.checkpoint._lease import holder_gone, process_token
 from tinyagents.store.open import open_store
 from tinyagents.supervisor.settings import (
@@ -89,6 +97,10 @@ _log = logging.getLogger("tinyagents.runtime")
 #: Released runs' snapshots are saved this many at a time (and the rest on close), like the
 #: snapshots of the runs still in memory, which are saved on close.
 _SAVE_BATCH = 256
+#: The states of a command not settled yet (in the steering log: taken over, ``_take_over``).
+_OPEN_STATES = tuple(state.value for state in CommandState if not state.terminal)
+#: ``applied_commands`` reads these at once: the applied ones and the open ones.
+_APPLIED_OR_OPEN = (CommandState.APPLIED.value, *_OPEN_STATES)
 #: Stored task entries ``resting_tasks`` reads at once.
 _RESTING_PAGE = 200
 #: With a durable store: how often the inbox is polled (``wake_inbox`` wakes it at once).
@@ -858,7 +870,7 @@ class Runtime:
         run_id, tenant_id = info.run_id, info.tenant_id
         snapshot = await self._claim(info) if self._durable else None
         try:
-            logged = await self.store.run_commands(run_id)
+            logged = await self.store.run_commands(run_id, states=_APPLIED_OR_OPEN)
         except BaseException:
             await self.unclaim(run_id)
             raise
@@ -868,7 +880,21 @@ class Runtime:
             snapshot = await self.store.load_run(run_id)
         if snapshot is not None and snapshot.get("tenant_id") != tenant_id:
             return []
-        return [c.command for c in logged if sender_tenant(c.command.actor) in (None, tenant_id)]
+        self._take_over([c for c in logged if c.state != "applied"], run_id)
+        return [
+            c.command
+            for c in logged
+            if c.state == "applied" and sender_tenant(c.command.actor) in (None, tenant_id)
+        ]
+
+    def _take_over(self, logged: list[StoredCommand], run_id: str) -> None:
+        """Wait, for run ``run_id`` started again here, with the commands the store has open
+        for it that this runtime has not seen: accepted by another runtime on the store that
+        died (a worker SIGKILLed: its runs go on elsewhere). Read at open, they are restored
+        then; accepted after this runtime opened, only here (they were left open, never
+        delivered: the run that goes on here applied none of them)."""
+        if self._durable and logged:
+            self.router.taken_over([(c.command, c.state, run_id) for c in logged])
 
     async def _claim(self, info: RunInfo) -> dict[str, Any] | None:
         """Save run ``info``'s snapshot, naming this runtime its owner, unless the store shows
@@ -1079,10 +1105,18 @@ class Runtime:
         handle: RunHandle,
         *,
         redirect_conflict: RedirectConflict = RedirectConflict.FIRST_ACCEPTED,
+        continued: bool = False,
     ) -> RunHandle:
-        """Add a run to the tree and give it its steering inbox (execution layer)."""
+        """Add a run to the tree and give it its steering inbox (execution layer).
+        ``continued``: the run goes on from an earlier process (a graph run whose id came
+        from its thread's checkpoints): the commands the store has open for it that this
+        runtime has not seen wait for it too (``_take_over``)."""
         self.require_open()
         self._on_own_loop("registering a run (rt.register(), graph.run(runtime=rt), ...)")
+        if continued and self._durable:
+            run_id = handle.run_id
+            self._take_over(await self.store.run_commands(run_id, states=_OPEN_STATES), run_id)
+            self.require_open()
         self.runs.register(handle)
         await self.router.attach(handle, redirect_conflict=redirect_conflict)
         if self._supervisor is not None or self.runs.supervisor_spec_for(handle) is not None:

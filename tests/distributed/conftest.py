@@ -285,9 +285,18 @@ class WorkerProcess:
     """One worker (a separate Python process), called with ``await w.call(op, **args)``."""
 
     def __init__(
-        self, name: str, url: str, prefix: str, db: Path, *, ttl_s: float | None = None
+        self,
+        name: str,
+        url: str,
+        prefix: str,
+        db: Path,
+        *,
+        ttl_s: float | None = None,
+        extra: list[str] | None = None,
     ) -> None:
         self.name, self.url, self.prefix, self.db = name, url, prefix, db
+        #: more worker.py arguments (``--store``, ``--checkpoints``)
+        self.extra = extra or []
         #: the seat's and listing's TTL (None: worker.py's ``TTL_S``)
         self.ttl_s = ttl_s
         self.proc: asyncio.subprocess.Process | None = None
@@ -308,6 +317,7 @@ class WorkerProcess:
             "--db",
             str(self.db),
             *([] if self.ttl_s is None else ["--ttl", str(self.ttl_s)]),
+            *self.extra,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
@@ -382,14 +392,20 @@ class WorkerError(Exception):
 @pytest.fixture
 async def workers(tmp_path: Path) -> AsyncIterator[Any]:
     """``spawn(name, url, prefix)`` starts a worker process on its own SQLite file (``ttl_s``:
-    its seat's and listing's TTL, for a test of their expiry); every worker still running is
-    stopped at the end."""
+    its seat's and listing's TTL, for a test of their expiry; ``extra``: more worker.py
+    arguments, such as a shared ``--store`` and ``--checkpoints``); every worker still running
+    is stopped at the end."""
     started: list[WorkerProcess] = []
 
     async def spawn(
-        name: str, url: str, prefix: str, *, ttl_s: float | None = None
+        name: str,
+        url: str,
+        prefix: str,
+        *,
+        ttl_s: float | None = None,
+        extra: list[str] | None = None,
     ) -> WorkerProcess:
-        worker = WorkerProcess(name, url, prefix, tmp_path / f"{name}.db", ttl_s=ttl_s)
+        worker = WorkerProcess(name, url, prefix, tmp_path / f"{name}.db", ttl_s=ttl_s, extra=extra)
         await worker.start()
         started.append(worker)
         return worker

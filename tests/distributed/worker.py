@@ -5,7 +5,10 @@ RedisControl, driven over stdin/stdout by JSON lines (``{"id": 1, "op": "start",
     python tests/distributed/worker.py --url redis://... --prefix P --worker-id a --db a.db
 
 Its agent is slow on purpose: ``turns`` calls of a ``tick`` tool that sleeps ``tick_s``, then
-an answer naming every operator instruction it was given.
+an answer naming every operator instruction it was given. Its graph (``start_graph``) takes
+``rounds`` steps of ``tick_s`` each on a thread, each appending ``s<round>`` to the state's
+``log``; ``--store`` and ``--checkpoints`` (a SQLite file or a PostgreSQL DSN) give workers a
+store and checkpoints they share.
 
 Its seat and listing live ``--ttl`` seconds past its last heartbeat (default ``TTL_S``): a
 worker a loaded machine stalls that long is taken for gone (its runs are "not found"), so only
@@ -18,15 +21,18 @@ import argparse
 import asyncio
 import contextlib
 import json
+import operator
 import os
 import signal
 import sys
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from tinyagents import Agent, Runtime, SteeringCommand, tool
 from tinyagents.distributed import RedisControl
+from tinyagents.graph import END, START, StateGraph
+from tinyagents.store.checkpoint import Checkpointer, PostgresCheckpointer, SqliteCheckpointer
 from tinyagents.testkit import ScriptedModel, reply, tool_call
 
 #: The seat's and listing's TTL: 3 s (as before) let a worker stalled by a loaded machine
@@ -45,10 +51,48 @@ def slow_agent(turns: int, tick_s: float) -> Agent:
     return Agent("slow", ScriptedModel(script, name="slow-model"), tools=[tick])
 
 
+class RoundsState(TypedDict, total=False):
+    round: int
+    log: Annotated[list[str], operator.add]
+
+
+def rounds_graph(cp: Checkpointer, rounds: int, tick_s: float) -> Any:
+    async def step(state: RoundsState) -> dict[str, Any]:
+        r = state.get("round", 0)
+        await asyncio.sleep(tick_s)
+        return {"log": [f"s{r}"], "round": r + 1}
+
+    graph = StateGraph(RoundsState).add_node("step", step)
+    graph.add_edge(START, "step")
+    graph.add_conditional_edges("step", lambda s: s["round"] < rounds, {True: "step", False: END})
+    return graph.compile(checkpointer=cp, recursion_limit=10_000)
+
+
 class Worker:
-    def __init__(self, rt: Runtime, control: RedisControl) -> None:
+    def __init__(self, rt: Runtime, control: RedisControl, cp: Checkpointer | None) -> None:
         self.rt = rt
         self.control = control
+        self.cp = cp
+
+    async def op_start_graph(self, thread: str, tenant: str, rounds: int, tick_s: float) -> str:
+        assert self.cp is not None, "no --checkpoints"
+        started = await self.cp.latest(thread) is not None
+        handle = await self.rt.start_graph(
+            rounds_graph(self.cp, rounds, tick_s),
+            None if started else {"round": 0},
+            thread_id=thread,
+            tenant_id=tenant,
+        )
+        return handle.run_id
+
+    async def op_graph_log(self, thread: str) -> list[str]:
+        assert self.cp is not None, "no --checkpoints"
+        state = await rounds_graph(self.cp, 0, 0).get_state(thread)
+        return list(state.values.get("log", []))
+
+    async def op_command_state(self, correlation_id: str, scope: str = "") -> str | None:
+        stored = await self.rt.store.get_command(correlation_id, scope=scope)
+        return None if stored is None else stored.state
 
     async def op_start(
         self,
@@ -102,8 +146,15 @@ class Worker:
 
 async def serve(args: argparse.Namespace) -> None:
     backoff = (args.backoff_low, args.backoff_high)
+    cp: Checkpointer | None = None
+    if args.checkpoints is not None:
+        if args.checkpoints.startswith("postgresql://"):
+            cp = PostgresCheckpointer(args.checkpoints)
+        else:
+            cp = SqliteCheckpointer(args.checkpoints)
     async with (
-        Runtime(store=f"sqlite:///{args.db}") as rt,
+        contextlib.AsyncExitStack() as stack,
+        Runtime(store=args.store or f"sqlite:///{args.db}") as rt,
         RedisControl(
             rt,
             args.url,
@@ -116,7 +167,9 @@ async def serve(args: argparse.Namespace) -> None:
             receipt_timeout_s=args.receipt_timeout,
         ) as control,
     ):
-        worker = Worker(rt, control)
+        if cp is not None:
+            await stack.enter_async_context(cp)
+        worker = Worker(rt, control, cp)
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader()
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
@@ -174,6 +227,8 @@ def main() -> None:
     parser.add_argument("--backoff-high", type=float, default=0.5)
     parser.add_argument("--receipt-timeout", type=float, default=10.0)
     parser.add_argument("--ttl", type=float, default=TTL_S)
+    parser.add_argument("--store", default=None, help="a store URL (default: sqlite:///DB)")
+    parser.add_argument("--checkpoints", default=None, help="a SQLite file or PostgreSQL DSN")
     asyncio.run(serve(parser.parse_args()))
 
 

@@ -381,7 +381,9 @@ async def start_graph_run(
                 check_parent_open(parent_handle.info)
             # registering hands the run any command that waited for it (deferred or restored)
             await runtime.register(
-                handle, redirect_conflict=RedirectConflict(graph.redirect_conflict)
+                handle,
+                redirect_conflict=RedirectConflict(graph.redirect_conflict),
+                continued=recovery.continued,
             )
         if handle.info.parent_run_id is not None:  # below a run holding its subtree: held
             await join_holds_above(runtime, handle)

@@ -654,6 +654,18 @@ class SteeringRouter:
                 self.mark_failed(tracked.cmd, LATE)
         await self.target_changed(handle)
 
+    def taken_over(self, pending: list[tuple[SteeringCommand, str, str | None]]) -> int:
+        """``restore`` the commands of ``pending`` this router has not seen: those another
+        process on the store accepted for a run that goes on here now (that process died, and
+        this one was open before they were logged, so its ``restore`` at open missed them).
+        Returns how many."""
+        fresh = [
+            p for p in pending if (dedupe_scope(p[0].actor), p[0].correlation_id) not in self._seen
+        ]
+        if fresh:
+            self.restore(fresh)
+        return len(fresh)
+
     def restore(self, pending: list[tuple[SteeringCommand, str, str | None]]) -> None:
         """Load the commands a previous process accepted (or deferred) but never settled, as
         (cmd, state, run_id). Other ids need not be loaded: the store refuses a second
