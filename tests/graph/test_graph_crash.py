@@ -367,3 +367,37 @@ async def test_a_thread_command_a_rerun_of_a_finished_thread_accepted_is_settled
     assert outcome["state"] == "applied"
     assert outcome["log"] == ["work", "done", "steered"]  # applied once, by the thread's run
     assert outcome["events"][-2:] == ["steering.delivered", "steering.applied"]
+
+
+PAUSE_CRASH_WORKER = Path(__file__).with_name("graph_pause_crash_worker.py")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="not built: a graph run continued on its thread does not restore the pause its "
+    "steering log has (an agent run started again under its id does: holding_pause)",
+)
+async def test_a_graph_run_paused_before_its_process_died_comes_back_paused(
+    tmp_path: Path,
+) -> None:
+    """An agent run its operator paused comes back paused when started again after its
+    process died (docs/harness.md); a graph run whose thread is continued comes back
+    running, the pause lost: the graph driver reads no applied pause from the log."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{WORKER.parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+    }
+    statuses = []
+    for mode in ("first", "second"):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(PAUSE_CRASH_WORKER),
+            str(tmp_path),
+            mode,
+            stdout=asyncio.subprocess.PIPE,
+            env=env,
+        )
+        out, _ = await proc.communicate()
+        statuses.append(out.decode().strip().splitlines()[-1])
+    assert statuses[0] == "paused"
+    assert statuses[1] == "paused"

@@ -1,0 +1,63 @@
+"""A graph run its operator paused, in a process that then dies (``os._exit``), and the
+thread continued by a next process on the same store and checkpointer
+(``test_graph_crash.py::test_a_graph_run_paused_before_its_process_died_comes_back_paused``).
+
+    python graph_pause_crash_worker.py DIR first   # start, pause, print "paused", die
+    python graph_pause_crash_worker.py DIR second  # continue the thread, print its status
+"""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import os
+import sys
+from typing import Annotated, Any, TypedDict
+
+from tinyagents import Runtime, SteeringActor
+from tinyagents.graph import END, START, StateGraph
+from tinyagents.store.checkpoint import SqliteCheckpointer
+
+OPERATOR = SteeringActor.human("alice", scopes=["agent:control"])
+
+
+class Rounds(TypedDict, total=False):
+    round: int
+    log: Annotated[list[str], operator.add]
+
+
+def build(cp: SqliteCheckpointer) -> Any:
+    async def step(state: Rounds) -> dict[str, Any]:
+        r = state.get("round", 0)
+        await asyncio.sleep(0.1)
+        return {"log": [f"s{r}"], "round": r + 1}
+
+    graph = StateGraph(Rounds).add_node("step", step)
+    graph.add_edge(START, "step")
+    graph.add_conditional_edges("step", lambda s: s["round"] < 50, {True: "step", False: END})
+    return graph.compile(checkpointer=cp, recursion_limit=1000)
+
+
+async def main(d: str, mode: str) -> None:
+    async with (
+        Runtime(f"sqlite:///{d}/store.db", testing=True) as rt,
+        SqliteCheckpointer(f"{d}/checkpoints.db") as cp,
+    ):
+        if mode == "first":
+            handle = await rt.start_graph(build(cp), {"round": 0}, thread_id="t")
+            await handle.pause(actor=OPERATOR)
+            for _ in range(600):
+                if handle.status.value == "paused":
+                    break
+                await asyncio.sleep(0.05)
+            await rt.flush()
+            print(handle.status.value, flush=True)
+            os._exit(0)  # dies: nothing closed
+        handle = await rt.start_graph(build(cp), None, thread_id="t")
+        await asyncio.sleep(0.5)  # several steps, were it running
+        print(handle.status.value, flush=True)
+        await handle.cancel(actor=OPERATOR)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
