@@ -207,9 +207,9 @@ class Pauses:
         return above is not None and cmd.correlation_id in above
 
     def restored(self, pause: SteeringCommand, *, holding: bool) -> None:
-        """An earlier incarnation of the run applied ``pause`` (of its own: a hold passed
-        down lasts no longer than the process that held it); ``holding``: it still held
-        the run when that incarnation stopped."""
+        """An earlier incarnation of the run applied ``pause`` (of its own, or the hold of a
+        run that is not above it now, which comes back as its own: ``holding_pause``);
+        ``holding``: it still held the run when that incarnation stopped."""
         if newer_pause(self.last, pause) is None:
             self.last = pause
         if holding:
