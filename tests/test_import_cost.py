@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tinyagents._record import FrozenRecord, Record
+from tinyagents._record import FrozenRecord, Record, record
 from tinyagents.events import EVENT_CLASSES
 
 _PROBE = """
@@ -373,3 +373,81 @@ def test_event_classes_share_one_eq_and_repr() -> None:
     assert one != GraphEvent(type="graph.started", run_id="r", at=at)
     assert repr(one).startswith("RunEvent(type='run.started', offset=-1, at=datetime.datetime(")
     assert Event.__hash__ is None and RunEvent.__hash__ is None
+
+
+def test_importing_the_package_generates_no_event_init() -> None:
+    """An event class's ``__init__`` (some twenty keyword parameters, one ``exec`` on CPython
+    3.11) is generated with its first instance (``tinyagents._record.record``)."""
+    probe = (
+        "import json; from tinyagents.events import EVENT_CLASSES, RunEvent; "
+        "deferred = lambda: [c.__name__ for c in EVENT_CLASSES "
+        "if c.__init__.__code__.co_varnames[1:3] == ('args', 'kwargs')]; "
+        "before = deferred(); RunEvent(type='run.started', run_id='r'); "
+        "print(json.dumps([before, deferred()]))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    before, after = json.loads(done.stdout)
+    assert before == [cls.__name__ for cls in EVENT_CLASSES]
+    assert after == [cls.__name__ for cls in EVENT_CLASSES if cls.__name__ != "RunEvent"]
+
+
+@record(slots=True, kw_only=True, eq=False, repr=False)
+class _Deferred(Record):
+    """A record to build."""
+
+    a: int
+    items: list[int] = dataclasses.field(default_factory=list)
+    seen: int = dataclasses.field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        self.seen += 1
+
+
+@record(slots=True, kw_only=True, eq=False, repr=False)
+class _DeferredChild(_Deferred):
+    """A record built on another."""
+
+    b: str = "b"
+
+
+@record(frozen=True, slots=True, eq=False, repr=False)
+class _DeferredFrozen(FrozenRecord):
+    """A frozen record to build."""
+
+    a: int
+    b: Any = None
+
+
+@record(slots=True, eq=False, repr=False)
+class _OwnInit(Record):
+    """A record that writes its own ``__init__``."""
+
+    a: int
+
+    def __init__(self, text: str) -> None:
+        self.a = len(text)
+
+
+def test_a_record_builds_as_its_dataclass_would() -> None:
+    """``@record`` leaves ``__init__`` to the first instance; that one and every later one
+    are built as ``@dataclass`` builds them: keyword-only or positional fields, defaults and
+    factories, ``__post_init__``, a frozen record's guards, a subclass's own ``__init__``."""
+    first = _DeferredChild(a=1)
+    assert first == _DeferredChild(a=1, items=[], b="b") and first.seen == 1
+    assert _DeferredChild(a=1).items is not first.items
+    assert repr(_Deferred(a=2, items=[3])) == "_Deferred(a=2, items=[3], seen=1)"
+    assert _Deferred(a=2).seen == 1
+    with pytest.raises(TypeError, match="positional"):
+        _Deferred(1)  # type: ignore[misc]
+    with pytest.raises(TypeError, match="'a'"):
+        _DeferredChild()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="seen"):
+        _Deferred(a=1, seen=2)  # type: ignore[call-arg]
+    frozen = _DeferredFrozen(1)
+    assert frozen == _DeferredFrozen(1, None) and hash(frozen) == hash(_DeferredFrozen(a=1))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        frozen.a = 2  # type: ignore[misc]
+    assert _OwnInit("abc").a == 3
+    for cls in (_Deferred, _DeferredChild, _DeferredFrozen):
+        assert cls.__init__.__qualname__ == f"{cls.__qualname__}.__init__"
+        assert cls.__init__.__code__.co_varnames[1:3] != ("args", "kwargs")

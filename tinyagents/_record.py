@@ -14,13 +14,63 @@ unhashable and a frozen one hashes its compared fields::
 
 ``tests/test_import_cost.py`` checks every dataclass of the package is declared this way (or
 compares by identity on purpose) and that the two agree with what ``@dataclass`` generates.
+
+The ``__init__`` is one ``exec`` too, and the longest (an event's takes some twenty keyword
+parameters): ``@record`` (``@dataclass`` for type checkers, same arguments) declares the class
+with ``init=False`` and gives it an ``__init__`` that, on the class's first instance, has
+``@dataclass`` generate the real one (on a throwaway subclass: the same fields, defaults,
+``__post_init__``, frozen or slotted), puts it on the class and calls it; later instances call the generated one
+directly. A class never instantiated never pays for it.
 """
 
 from __future__ import annotations
 
 import reprlib
-from dataclasses import fields
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, dataclass_transform
+
+
+@dataclass_transform(field_specifiers=(field,))
+def record(cls: type | None = None, /, **params: Any) -> Any:
+    """``@dataclass(**params)`` whose ``__init__`` is generated with the first instance (the
+    module's docstring); a class that writes its own ``__init__`` (or says ``init=False``)
+    keeps it. Type checkers read it as ``@dataclass`` (``dataclass_transform``)."""
+    deferred = params.pop("init", True)
+
+    def wrap(cls: type) -> Any:
+        made: Any = dataclass(cls, init=False, **params)  # a new class when slots=True
+        if deferred and "__init__" not in vars(cls):
+            made.__init__ = _deferred_init(made)
+        return made
+
+    return wrap if cls is None else wrap(cls)
+
+
+def _deferred_init(cls: type) -> Any:
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        init = _generated_init(cls)
+        setattr(cls, "__init__", init)  # noqa: B010  # what later instances call
+        init(self, *args, **kwargs)
+
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    __init__.__module__ = cls.__module__
+    return __init__
+
+
+def _generated_init(cls: type) -> Any:
+    """The ``__init__`` ``@dataclass`` generates for ``cls``: that of a subclass declaring no
+    field of its own (so it takes ``cls``'s fields, in order, with their defaults)."""
+    namespace = {
+        "__module__": cls.__module__,
+        "__qualname__": cls.__qualname__,
+        "__doc__": cls.__doc__,  # else @dataclass writes one from the signature
+    }
+    twin = type(cls.__name__, (cls,), namespace)
+    frozen = cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    # slots: a field with init=False and a default is set by __init__ (a slot has no default)
+    slots = "__slots__" in vars(cls)
+    made: Any = dataclass(twin, eq=False, repr=False, frozen=frozen, slots=slots)
+    return vars(made)["__init__"]
 
 
 class Record:

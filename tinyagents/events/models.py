@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -26,11 +26,11 @@ from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from tinyagents import _clock
-from tinyagents._record import Record
+from tinyagents._record import Record, record
 from tinyagents.protocol.commands import AnyActor, AnyTarget, SteeringKind
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class Event(Record):
     """What every event carries: its ``type``, its place in the bus (``offset``), when it
     happened and where in the run tree (the module's docstring says more)."""
@@ -109,7 +109,7 @@ SteeringEventType = Literal[
 STEERING_EVENT_TYPES: tuple[str, ...] = SteeringEventType.__args__  # type: ignore[attr-defined]
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class SteeringEvent(Event):
     """One step of one command's lifecycle. ``run_id`` is the resolved target run."""
 
@@ -133,7 +133,7 @@ class SteeringEvent(Event):
     original_payload_summary: dict[str, Any] | None = None
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class RunEvent(Event):
     """A run's lifecycle: started, paused and resumed, its status, and how it ended."""
 
@@ -159,7 +159,7 @@ class RunEvent(Event):
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class ModelEvent(Event):
     """One model request of a run, its response or its error (``request_id`` pairs them).
     Arguments and text are summarised, not copied."""
@@ -182,7 +182,7 @@ class ModelEvent(Event):
     tool_choice_dropped: str | None = None
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class ModelDeltaEvent(Event):
     """A piece of a model's answer while it streams: text, or part of a tool call's arguments
     (joined, a call's ``args_delta``s are its arguments as JSON text). Published only for a
@@ -200,7 +200,7 @@ class ModelDeltaEvent(Event):
     args_delta: str = ""
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class ToolEvent(Event):
     """One tool call of a run and its result (``tool_call_id`` pairs them); arguments and
     content are summarised."""
@@ -213,7 +213,7 @@ class ToolEvent(Event):
     error: bool = False
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class SubAgentEvent(Event):
     """Reported on the parent's run: what happened to one of its children."""
 
@@ -226,7 +226,7 @@ class SubAgentEvent(Event):
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class LimitEvent(Event):
     """A run limit (``limit``) neared or passed: how much was ``used`` of what was
     ``allowed``."""
@@ -237,7 +237,7 @@ class LimitEvent(Event):
     allowed: float
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class GraphEvent(Event):
     """A graph run's steps and tasks: started, stepped, a task's start and end, an
     interrupt and how the run went on from it."""
@@ -263,7 +263,7 @@ class GraphEvent(Event):
     data: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class SupervisorEvent(Event):
     """What a run's supervisor saw and did: a rule fired, a judge's verdict or error, the
     action it took, an escalation."""

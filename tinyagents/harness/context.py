@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel
 
-from tinyagents._record import Record
+from tinyagents._record import Record, record
 from tinyagents._threads import in_own_thread
 from tinyagents.errors import ConfigurationError
 from tinyagents.harness.model import Message, Model
@@ -110,7 +109,7 @@ class ActiveRun(Protocol):
         (``landed``: ``cmd`` is being applied to this run now)."""
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class RunContext(Record):
     """What a tool (as ``ctx``) and middleware reach of the run they serve.
 

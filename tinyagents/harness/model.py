@@ -12,16 +12,16 @@ import json
 import math
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
 from tinyagents._clock import new_id
-from tinyagents._record import Record
+from tinyagents._record import Record, record
 
 Role = Literal["system", "user", "assistant", "tool"]
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class ToolCall(Record):
     """One call of a tool requested by the model.
 
@@ -102,7 +102,7 @@ def _quoted(text: str) -> str:
     return repr(text)
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class Message(Record):
     """One entry of a conversation, in the provider-neutral shape of the OpenAI chat format."""
 
@@ -114,7 +114,7 @@ class Message(Record):
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class Usage(Record):
     """Tokens (and, when the provider's price is known, cost in USD) spent by model calls."""
 
@@ -150,7 +150,7 @@ def known_cost(cost: object) -> float | None:
     return float(cost) if math.isfinite(cost) and cost >= 0 else None
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class ToolSpec(Record):
     """A tool as offered to the model: its name, description and JSON Schema of arguments;
     ``strict`` (OpenAI's flag, from ``ToolOutput(strict=...)``) is sent when it is not None."""
@@ -161,7 +161,7 @@ class ToolSpec(Record):
     strict: bool | None = None
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class ModelRequest(Record):
     """One call to a model: the conversation so far and the tools offered on this call.
 
@@ -196,7 +196,7 @@ CUT_OFF = {
 }
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class ModelResponse(Record):
     """What the model answered: text, tool calls, or both."""
 
@@ -212,7 +212,7 @@ class ModelResponse(Record):
         return Message(role="assistant", content=self.text, tool_calls=list(self.tool_calls))
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class StreamChunk(Record):
     """A piece of a streamed response; the last chunk carries the complete ``response``.
 

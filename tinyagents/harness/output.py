@@ -44,7 +44,7 @@ import re
 import types
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -60,7 +60,7 @@ from pydantic import (
 from pydantic.json_schema import models_json_schema
 from typing_extensions import is_typeddict
 
-from tinyagents._record import Record
+from tinyagents._record import Record, record
 from tinyagents.errors import ConfigurationError, UnsupportedOutputError, kind_of
 from tinyagents.harness.model import ToolSpec
 from tinyagents.harness.tools import FunctionTool, is_tool_name, typed_dict_fix
@@ -195,7 +195,7 @@ def unwrapped(value: Any) -> Any:
     return value
 
 
-@dataclass(init=False, slots=True, eq=False, repr=False)
+@record(init=False, slots=True, eq=False, repr=False)
 class ToolOutput(Record):
     """pydantic-ai's ``ToolOutput``: offer ``type_`` (a pydantic model class, or an output
     function whose parameters are the tool's arguments and whose return is the run's output)
@@ -255,7 +255,7 @@ class ToolOutput(Record):
         self.sequential = sequential
 
 
-@dataclass(init=False, slots=True, eq=False, repr=False)
+@record(init=False, slots=True, eq=False, repr=False)
 class NativeOutput(Record):
     """pydantic-ai's ``NativeOutput``: the output's JSON schema sent as the model's native
     structured output (our ``response_format``), which is how a model class or a union of
@@ -284,7 +284,7 @@ class NativeOutput(Record):
         self.template = template
 
 
-@dataclass(init=False, slots=True, eq=False, repr=False)
+@record(init=False, slots=True, eq=False, repr=False)
 class PromptedOutput(Record):
     """pydantic-ai's ``PromptedOutput``: no native structured output (no
     ``response_format``); the output's JSON schema is written into each request's system
@@ -311,7 +311,7 @@ class PromptedOutput(Record):
         self.template = template
 
 
-@dataclass(slots=True, eq=False, repr=False)
+@record(slots=True, eq=False, repr=False)
 class TextOutput(Record):
     """pydantic-ai's ``TextOutput``: a text answer is passed through ``output_function``,
     ``(text)`` or ``(ctx, text)``, sync or async, whose return is the run's output; it may
@@ -320,7 +320,7 @@ class TextOutput(Record):
     output_function: Callable[..., Any]
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class OutputTool(Record):
     """One output tool as an agent offers it: a call whose arguments validate is the run's
     output, read as ``model``'s object or passed to ``function`` (its return the output)."""
@@ -352,7 +352,7 @@ class OutputTool(Record):
         )
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class OutputSpec(Record):
     """What ``Agent(output_type=...)`` reads as: ``output_type`` (a model class or a union's
     envelope, sent as ``response_format``; None for text), the output tools offered beside

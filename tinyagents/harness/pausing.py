@@ -28,11 +28,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
 from datetime import timedelta
 
 from tinyagents import _clock
-from tinyagents._record import Record
+from tinyagents._record import Record, record
 from tinyagents.errors import RuntimeClosed
 from tinyagents.protocol.commands import (
     ParentAgentActor,
@@ -56,7 +55,7 @@ _log = logging.getLogger(__name__)
 PAUSE_SUBTREE = "pause_subtree"
 
 
-@dataclass(slots=True, eq=False, repr=False)
+@record(slots=True, eq=False, repr=False)
 class Derived(Record):
     """One pause (or resume) passed down to run ``run_id``."""
 
@@ -149,7 +148,7 @@ def newer_pause(last: SteeringCommand | None, cmd: SteeringCommand) -> SteeringC
     return last
 
 
-@dataclass(slots=True, eq=False, repr=False)
+@record(slots=True, eq=False, repr=False)
 class Resumed(Record):
     """What a resume applied to a run did (``Pauses.resume``): ``origin``, the run above
     that passed it down (None: the run's own); ``superseded_by``, the pause said after it

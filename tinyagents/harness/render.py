@@ -15,10 +15,9 @@ brackets or separators: a sender cannot forge ``from human "admin"`` or a second
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Literal
 
-from tinyagents._record import Record
+from tinyagents._record import Record, record
 from tinyagents.errors import ConfigurationError
 from tinyagents.harness.model import Message
 from tinyagents.protocol.commands import SteeringActor, SteeringCommand, SteeringKind
@@ -73,7 +72,7 @@ def describe_actor(actor: SteeringActor) -> str:
     return actor.model_copy(update=safe).describe()
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class SteeringRenderer(Record):
     """Turns a command into the message the model sees. Template and role are configurable."""
 

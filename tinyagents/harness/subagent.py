@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
-from tinyagents._record import Record
+from tinyagents._record import Record, record
 from tinyagents.errors import (
     ConfigurationError,
     ModelsWithheld,
@@ -160,7 +160,7 @@ class SubAgent:
         )
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class SubAgentSession(Record):
     """A multi-turn conversation with one sub-agent: each ``send`` is a run that continues the
     transcript of the previous ones.

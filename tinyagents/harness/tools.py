@@ -23,7 +23,7 @@ import re
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, is_dataclass
+from dataclasses import is_dataclass
 from types import GenericAlias, UnionType
 from typing import Annotated, Any, Union, get_args, get_origin, overload
 
@@ -40,7 +40,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined, SchemaError, to_json, to_jsonable_python
 
-from tinyagents._record import FrozenRecord, Record
+from tinyagents._record import FrozenRecord, Record, record
 from tinyagents._threads import in_own_thread
 from tinyagents.errors import ConfigurationError, ToolError, message_of
 from tinyagents.harness.docstrings import read_docstring
@@ -64,7 +64,7 @@ PARALLEL_PSEUDO_TOOL = "multi_tool_use.parallel"
 CTX_PARAM = "ctx"
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class ToolResult(Record):
     """The outcome of one tool call, as the model will see it."""
 
@@ -322,7 +322,7 @@ class FunctionTool(Tool):
         refuse_unknown_arguments(self, args)
 
 
-@dataclass(slots=True, kw_only=True, frozen=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, frozen=True, eq=False, repr=False)
 class _ModelArgument(FrozenRecord):
     """A tool's only argument for the model, when that is a model (a pydantic model, a
     dataclass, a TypedDict): its fields are offered as the tool's arguments, as pydantic-ai

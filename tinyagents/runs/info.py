@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Container, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from enum import StrEnum
 from functools import cache
 from typing import Any, Literal, TypedDict
 
 from tinyagents import _clock
-from tinyagents._record import Record
+from tinyagents._record import Record, record
 from tinyagents.errors import InvalidIdError
 from tinyagents.events.models import E, SubAgentEvent
 from tinyagents.protocol.ids import MAX_ID_LENGTH, id_problem, shown_id
@@ -88,7 +88,7 @@ def _encodable(text: str) -> bool:
     return True
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class RunInfo(Record):
     """Identity and live state of one run (agent loop or graph run).
 

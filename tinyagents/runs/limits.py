@@ -6,12 +6,11 @@ effective limits are never above its parent's remaining budget (``bounded_by``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from tinyagents._record import Record
+from tinyagents._record import Record, record
 from tinyagents.errors import ArgumentError, kind_of
 from tinyagents.protocol.commands import INT_BOUND, MAX_INT_DIGITS
 
@@ -135,7 +134,7 @@ def _refused(exc: ValidationError) -> ArgumentError:
     return ArgumentError(f"RunLimits: {problems}")
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class RunUsage(Record):
     """What a run has used. Children roll their usage up into their ancestors."""
 

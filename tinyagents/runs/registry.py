@@ -13,10 +13,9 @@ from __future__ import annotations
 import builtins
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from tinyagents._record import Record
+from tinyagents._record import Record, record
 from tinyagents.errors import ConfigurationError
 from tinyagents.protocol.commands import SteeringActor, sender_tenant
 from tinyagents.runs.handle import RunHandle
@@ -27,7 +26,7 @@ from tinyagents.runs.tree import RunTree
 Busy = Callable[[], set[str]]
 
 
-@dataclass(slots=True, eq=False, repr=False)
+@record(slots=True, eq=False, repr=False)
 class _Finished(Record):
     """A tree all of whose runs have finished, waiting in the retention window."""
 

@@ -9,14 +9,14 @@ parents, each naming the other) cannot make it loop.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
-from tinyagents._record import Record
+from tinyagents._record import Record, record
 from tinyagents.runs.info import RunInfo
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class RunTreeNode(Record):
     """One run and its children, as returned by ``Runtime.tree(root_run_id)``."""
 

@@ -19,10 +19,10 @@ import asyncio
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, Protocol, Self, SupportsIndex
 
-from tinyagents._record import Record
+from tinyagents._record import Record, record
 from tinyagents.errors import InvalidCommandError
 from tinyagents.protocol.commands import SteeringCommand
 from tinyagents.runs.info import RunInfo
@@ -33,7 +33,7 @@ _log = logging.getLogger(__name__)
 CallNext = Callable[[SteeringCommand], Awaitable["Decision"]]
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class Decision(Record):
     """A policy pipeline's answer for one command: accept, reject or defer it (with the
     reason and the policy that said so), and the transforms that led to ``command``."""
@@ -58,7 +58,7 @@ class Decision(Record):
         return cls(status="defer", command=command, reason=reason, policy_id=policy_id)
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class PolicyContext(Record):
     """What a policy may look at: the resolved target and the run tree around it."""
 
@@ -77,7 +77,7 @@ class PolicyContext(Record):
     node_id: str | None = None
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class SenderContext(Record):
     """What a policy may look at before any run is known to take a command (one for a thread
     with no live run, deferred until a run of that thread registers): the runtime's settings,
@@ -206,7 +206,7 @@ class PolicyList(list[Policy]):
 Step = Callable[[SteeringCommand, "PolicyContext"], Awaitable[Decision]]
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class PolicyChain(Record):
     """Policies folded once into one ``Step``, and what they were folded from: the chain is
     reused for every command until ``stale`` says one of its lists changed."""

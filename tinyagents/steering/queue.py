@@ -10,10 +10,10 @@ side (waiting for work) lives in ``Inbox``.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 
-from tinyagents._record import Record
+from tinyagents._record import Record, record
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
     CONTROL_KINDS,
@@ -78,7 +78,7 @@ def _id(cmd: SteeringCommand) -> _Id:
     return (dedupe_scope(cmd.actor), cmd.correlation_id)
 
 
-@dataclass(slots=True, eq=False, repr=False)
+@record(slots=True, eq=False, repr=False)
 class PutOutcome(Record):
     """What ``put_nowait`` did: ``superseded`` pairs (old command, id of the one that won)."""
 

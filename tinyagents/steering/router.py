@@ -11,12 +11,11 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
-from tinyagents._record import Record
+from tinyagents._record import Record, record
 from tinyagents.errors import (
     ConfigurationError,
     InvalidCommandError,
@@ -83,7 +82,7 @@ _UNSURE_KEPT = 10_000
 DEDUPE_HORIZON = 100_000
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@record(frozen=True, slots=True, eq=False)
 class MiddlewareCapability:
     """Proof that a runtime-level middleware actor is the one the runtime owns (its
     supervisor): ``issue_capability`` makes one, and only a command submitted with it
@@ -97,7 +96,7 @@ class SteeringInvariantError(TinyAgentsError):
     """A command would get a second terminal state or an event after its terminal one (a bug)."""
 
 
-@dataclass(slots=True, eq=False, repr=False)
+@record(slots=True, eq=False, repr=False)
 class _Tracked(Record):
     """A command the router follows from submission to its terminal state."""
 

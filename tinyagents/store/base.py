@@ -17,12 +17,11 @@ import time
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from tinyagents import _clock
-from tinyagents._record import Record
+from tinyagents._record import Record, record
 from tinyagents.errors import ArgumentError, DamagedData, InvalidCommandError, StoreError
 from tinyagents.events.models import (
     Event,
@@ -44,7 +43,7 @@ from tinyagents.protocol.state import CommandState
 _log = logging.getLogger("tinyagents.store")
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class StoredCommand(Record):
     """A command as the steering log holds it: its state there, the run it went to and why
     it ended as it did."""
@@ -59,7 +58,7 @@ class StoredCommand(Record):
     age_s: float | None = None
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class InboxItem(Record):
     """A command another process submitted, through the store, for a run ``owner`` holds."""
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import copy
 import heapq
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from tinyagents import _clock
-from tinyagents._record import Record
+from tinyagents._record import Record, record
 from tinyagents.errors import StoreError
 from tinyagents.events.models import Event
 from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt, dedupe_scope
@@ -32,7 +32,7 @@ from tinyagents.store.base import (
 )
 
 
-@dataclass(slots=True, eq=False, repr=False)
+@record(slots=True, eq=False, repr=False)
 class _Request(Record):
     """A command in the memory inbox: taken (when) and answered (with what, when)."""
 
@@ -43,7 +43,7 @@ class _Request(Record):
     answered_at: datetime | None = None
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class UsedNonces(Record):
     """The nonces claimed in this process (``Store.claim_nonce``), each until
     ``NONCE_MARGIN_S`` past its expiry; at most ``limit`` at once (None: no bound), past

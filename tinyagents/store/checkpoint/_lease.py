@@ -5,10 +5,9 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Container
-from dataclasses import dataclass
 
 from tinyagents import _clock
-from tinyagents._record import Record
+from tinyagents._record import Record, record
 
 HOST = socket.gethostname()
 
@@ -61,7 +60,7 @@ def pid_alive(pid: int) -> bool:
         return True  # no /proc (macOS): trust kill(0)
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@record(slots=True, kw_only=True, eq=False, repr=False)
 class Lease(Record):
     """Who holds a thread (owner, host, pid) and until when."""
 
