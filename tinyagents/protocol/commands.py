@@ -8,8 +8,6 @@ JSON values only, nested at most ``MAX_PAYLOAD_DEPTH`` levels, and all its text 
 UTF-8); anything else raises ``InvalidCommandError`` when the command is built.
 """
 
-from __future__ import annotations
-
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -130,23 +128,23 @@ class SteeringTarget(_CommandPart):
     type: str
 
     @classmethod
-    def agent_run(cls, run_id: str) -> AgentRunTarget:
+    def agent_run(cls, run_id: str) -> "AgentRunTarget":
         return _build(AgentRunTarget, run_id=run_id)
 
     @classmethod
-    def subagent_run(cls, parent_run_id: str, run_id: str) -> SubAgentRunTarget:
+    def subagent_run(cls, parent_run_id: str, run_id: str) -> "SubAgentRunTarget":
         return _build(SubAgentRunTarget, parent_run_id=parent_run_id, run_id=run_id)
 
     @classmethod
-    def graph_task(cls, run_id: str, task_id: str) -> GraphTaskTarget:
+    def graph_task(cls, run_id: str, task_id: str) -> "GraphTaskTarget":
         return _build(GraphTaskTarget, run_id=run_id, task_id=task_id)
 
     @classmethod
-    def graph_node(cls, run_id: str, node: str) -> GraphNodeTarget:
+    def graph_node(cls, run_id: str, node: str) -> "GraphNodeTarget":
         return _build(GraphNodeTarget, run_id=run_id, node=node)
 
     @classmethod
-    def thread(cls, thread_id: str) -> ThreadTarget:
+    def thread(cls, thread_id: str) -> "ThreadTarget":
         return _build(ThreadTarget, thread_id=thread_id)
 
     def describe(self) -> str:
@@ -228,23 +226,23 @@ class SteeringActor(_CommandPart):
     @classmethod
     def human(
         cls, user_id: str, *, tenant_id: str = "default", scopes: Iterable[str] = ()
-    ) -> HumanActor:
+    ) -> "HumanActor":
         return _build(HumanActor, user_id=user_id, tenant_id=tenant_id, scopes=scopes)
 
     @classmethod
-    def parent_agent(cls, run_id: str, agent_id: str) -> ParentAgentActor:
+    def parent_agent(cls, run_id: str, agent_id: str) -> "ParentAgentActor":
         return _build(ParentAgentActor, run_id=run_id, agent_id=agent_id)
 
     @classmethod
-    def graph_supervisor(cls, run_id: str, node: str) -> GraphSupervisorActor:
+    def graph_supervisor(cls, run_id: str, node: str) -> "GraphSupervisorActor":
         return _build(GraphSupervisorActor, run_id=run_id, node=node)
 
     @classmethod
-    def middleware(cls, name: str, run_id: str | None = None) -> MiddlewareActor:
+    def middleware(cls, name: str, run_id: str | None = None) -> "MiddlewareActor":
         return _build(MiddlewareActor, name=name, run_id=run_id)
 
     @classmethod
-    def test(cls, name: str = "test") -> TestActor:
+    def test(cls, name: str = "test") -> "TestActor":
         return _build(TestActor, name=name)
 
     def describe(self) -> str:
@@ -422,7 +420,7 @@ class ReadOnlyDict(dict[str, Any]):
     def __hash__(self) -> int:  # type: ignore[override]  # read-only: a frozen command hashes
         return hash(frozenset(self.items()))
 
-    def __reduce__(self) -> tuple[type[ReadOnlyDict], tuple[dict[str, Any]]]:
+    def __reduce__(self) -> "tuple[type[ReadOnlyDict], tuple[dict[str, Any]]]":
         # pickle and copy would otherwise refill the new dict item by item (refused)
         return (type(self), (dict(self),))
 
@@ -445,7 +443,7 @@ class ReadOnlyList(list[Any]):
     def __hash__(self) -> int:  # type: ignore[override]
         return hash(tuple(self))
 
-    def __reduce__(self) -> tuple[type[ReadOnlyList], tuple[list[Any]]]:
+    def __reduce__(self) -> "tuple[type[ReadOnlyList], tuple[list[Any]]]":
         return (type(self), (list(self),))
 
 
@@ -855,7 +853,7 @@ class SteeringReceipt(BaseModel):
         return self.status is ReceiptStatus.ACCEPTED
 
     @classmethod
-    def duplicate(cls, correlation_id: str, run_id: str | None = None) -> SteeringReceipt:
+    def duplicate(cls, correlation_id: str, run_id: str | None = None) -> "SteeringReceipt":
         """The receipt of a command whose correlation id was already taken: it changes
         nothing, and the first command's outcome stands (``run_id``: the run the first was
         filed under, as its own receipt named it)."""
@@ -875,7 +873,7 @@ class SteeringReceipt(BaseModel):
         run_id: str | None,
         reason: str | None,
         policy_id: str | None,
-    ) -> SteeringReceipt:
+    ) -> "SteeringReceipt":
         """The router's receipt for one submit (positional, as the router has the values).
 
         Validated like ``cls(...)``, but straight from one dict: every submit makes one, and
