@@ -74,13 +74,15 @@ class Inbox:
     def __len__(self) -> int:
         return len(self.queue)
 
-    def conflict(self, cmd: SteeringCommand) -> str | None:
+    def conflict(self, cmd: SteeringCommand, key: tuple[str, str] | None = None) -> str | None:
         """Why the queue would refuse ``cmd`` outright, or None (see ``SteeringQueue.conflict``),
         or refuses it for room: a queue holds at most ``max_queued`` commands that wait for
         the run's next boundary. A cancel is taken beyond that, up to twice as many (it
-        supersedes what it ends, and a run must stay stoppable)."""
-        refused = self.queue.conflict(cmd)
-        if refused is None and len(self.queue) >= self.max_queued:
+        supersedes what it ends, and a run must stay stoppable). ``key``: ``cmd``'s (sender's
+        scope, correlation id), when the caller has it (``SteeringQueue.conflict``)."""
+        queue = self.queue
+        refused = queue.conflict(cmd, key)
+        if refused is None and len(queue) >= self.max_queued:
             waiting = len(self.queue)
             if cmd.kind is not SteeringKind.CANCEL or waiting >= 2 * self.max_queued:
                 return (
@@ -90,8 +92,8 @@ class Inbox:
                 )
         return refused
 
-    def put(self, cmd: SteeringCommand) -> PutOutcome:
-        outcome = self.queue.put_nowait(cmd, self._depth)
+    def put(self, cmd: SteeringCommand, key: tuple[str, str] | None = None) -> PutOutcome:
+        outcome = self.queue.put_nowait(cmd, self._depth, key)
         if outcome.queued:
             self._signalled = True
             if self._signal is not None:

@@ -122,15 +122,16 @@ class SteeringQueue:
 
     # ------------------------------------------------------------------ put
 
-    def conflict(self, cmd: SteeringCommand) -> str | None:
+    def conflict(self, cmd: SteeringCommand, key: _Id | None = None) -> str | None:
         """Why ``put_nowait`` would refuse ``cmd`` outright, or None; changes nothing.
 
         Refused are a correlation id its sender already has queued and, under
         ``redirect_conflict='error'``, a redirect while another is pending (unless a pending
         cancel supersedes it first). The router asks before it accepts a command, so such a
-        command is rejected, not accepted.
+        command is rejected, not accepted. ``key``: ``cmd``'s id (sender's scope, correlation
+        id) when the caller has it already (the router does, for every command).
         """
-        if _id(cmd) in self._by_id:
+        if (_id(cmd) if key is None else key) in self._by_id:
             return f"duplicate correlation id {cmd.correlation_id}"
         if (
             cmd.kind is SteeringKind.REDIRECT
@@ -146,12 +147,17 @@ class SteeringQueue:
             )
         return None
 
-    def put_nowait(self, cmd: SteeringCommand, depth: int = 0) -> PutOutcome:
+    def put_nowait(
+        self, cmd: SteeringCommand, depth: int = 0, key: _Id | None = None
+    ) -> PutOutcome:
+        """Queue ``cmd`` (``key``: its id, as ``conflict`` takes it), superseding what it ends
+        or being superseded; what happened."""
         by_kind = self._by_kind
-        key = _id(cmd)
+        if key is None:
+            key = _id(cmd)
         # A new id in a queue that never held a conflict kind cannot be refused: most puts.
         if by_kind or key in self._by_id:
-            refused = self.conflict(cmd)
+            refused = self.conflict(cmd, key)
             if refused is not None:
                 return PutOutcome(queued=False, rejected=refused)
         kind = cmd.kind

@@ -33,6 +33,7 @@ from tinyagents.protocol.commands import (
     AnyTarget,
     GraphNodeTarget,
     GraphTaskTarget,
+    HumanActor,
     MiddlewareActor,
     ParentAgentActor,
     ReadOnlyDict,
@@ -216,7 +217,9 @@ class SteeringRouter:
             )
         if type(cmd.payload) is not ReadOnlyDict:  # built past validation (``checked``)
             cmd = checked(cmd)
-        key = (dedupe_scope(cmd.actor), cmd.correlation_id)
+        actor = cmd.actor
+        # ``dedupe_scope(actor)`` inline, as in ``_open``: a human's ids in its tenant's scope
+        key = (f"tenant:{actor.tenant_id}" if type(actor) is HumanActor else "", cmd.correlation_id)
         while key in self._seen:
             if key not in self._under_way:
                 return await self._duplicate(key)
@@ -244,7 +247,7 @@ class SteeringRouter:
                         tracked, f"no live run on {cmd.target.describe()}", "router"
                     )
                 return await self._reject(tracked, reason, "router")
-            run_id = handle.run_id
+            run_id = handle.info.run_id
             evaluating = self._evaluating
             evaluating[run_id] = evaluating.get(run_id, 0) + 1
             try:
@@ -748,7 +751,11 @@ class SteeringRouter:
                 return None, None, None
             return handle, None, handle.info
         handle = self.registry.get(target.run_id)
-        if handle is None or _hidden(cmd, handle):
+        actor = cmd.actor
+        # ``_hidden`` inline (every command asks): a human never sees another tenant's runs
+        if handle is None or (
+            type(actor) is HumanActor and actor.tenant_id != handle.info.tenant_id
+        ):
             # Same reason, policy id and (absent) run id as a missing run: a receipt must not
             # tell a human whether another tenant's run exists, and the attempt is filed in
             # the sender's audit trail only, never in that run's history.
@@ -808,13 +815,21 @@ class SteeringRouter:
 
     async def _evaluate(self, tracked: _Tracked, handle: RunHandle) -> SteeringReceipt:
         cmd = tracked.cmd
-        task_id, node_id = _task_and_node(cmd.target)
+        target = cmd.target
+        # ``_task_and_node`` and ``_trusted_middleware`` asked only when they can say more
+        # than the usual answer (every command passes here)
+        if type(target) is AgentRunTarget:
+            task_id = node_id = None
+        else:
+            task_id, node_id = _task_and_node(target)
         ctx = PolicyContext(
             target=handle.info,
             tree=self.registry.tree,
             testing=self.testing,
             grants=self.grants,
-            trusted_middleware=self._trusted_middleware(tracked),
+            trusted_middleware=(
+                self._trusted_middleware(tracked) if tracked.trusted else self.trusted_middleware
+            ),
             task_id=task_id,
             node_id=node_id,
         )
@@ -894,8 +909,11 @@ class SteeringRouter:
         transforms: list[tuple[str, SteeringCommand]] | None = None,
     ) -> SteeringReceipt:
         original = tracked.cmd
-        _still_open(tracked, "steering.accepted")
-        refused = handle.inbox.conflict(command)
+        if tracked.state in _TERMINAL:
+            _still_open(tracked, "steering.accepted")
+        # the queue's id of the command is the router's key: a transform keeps the sender and
+        # the correlation id (``_transformed``)
+        refused = handle.inbox.conflict(command, tracked.key)
         if refused is not None:
             # The target's queue would refuse it (a second redirect under
             # redirect_conflict='error'): a rejection, before anything says it was accepted.
@@ -917,7 +935,7 @@ class SteeringRouter:
         self._emit("steering.accepted", tracked, at=at, policy_id=policy_id, **extra)
         if handle.info.parent_run_id is not None:
             self._rollup(tracked, handle)
-        if handle.status.finished:
+        if handle.info.status.finished:
             await self._enqueue(tracked, handle)
         else:  # a live run: nothing to wait for (most commands; this runs for every one)
             self._put(tracked, handle)
@@ -1059,7 +1077,7 @@ class SteeringRouter:
 
     def _put(self, tracked: _Tracked, handle: RunHandle) -> None:
         cmd = tracked.cmd
-        outcome = handle.inbox.put(cmd)
+        outcome = handle.inbox.put(cmd, tracked.key)
         for loser, winner in outcome.superseded:
             self.mark_superseded(loser, winner)
         if outcome.rejected is not None:
@@ -1103,7 +1121,10 @@ class SteeringRouter:
         self._emit(f"steering.{state}", tracked, **fields)
 
     def _open(self, cmd: SteeringCommand) -> _Tracked:
-        key = (dedupe_scope(cmd.actor), cmd.correlation_id)
+        actor = cmd.actor
+        # ``dedupe_scope(actor)`` inline: asked twice for every command (delivered, applied)
+        scope = f"tenant:{actor.tenant_id}" if type(actor) is HumanActor else ""
+        key = (scope, cmd.correlation_id)
         tracked = self._tracked.get(key)
         if tracked is None:
             state = self._terminal.get(key, "never submitted")
@@ -1194,7 +1215,10 @@ def _events_for(tracked: _Tracked, registry: RunRegistry) -> dict[str, Any]:
     """Make the fields all of ``tracked``'s events share, and keep them there."""
     cmd, info = tracked.cmd, tracked.info
     target = cmd.target
-    task_id, node_id = _task_and_node(target)
+    if type(target) is AgentRunTarget:  # ``_task_and_node`` inline: the usual target
+        task_id = node_id = None
+    else:
+        task_id, node_id = _task_and_node(target)
     if info is None:
         # No run the sender may know of (a thread with no live run yet, or a run that is
         # unknown or another tenant's): the events name no run, so no run's history files
