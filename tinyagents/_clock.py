@@ -68,7 +68,11 @@ class RandomIds:
         _sources.add(self)
 
     def new(self, prefix: str) -> str:
-        return f"{prefix}-{self._bits()}"
+        try:  # ``_bits()`` inline: every steering command's correlation id comes from here
+            bits = self._pool.popleft()
+        except IndexError:
+            bits = self._bits()
+        return f"{prefix}-{bits}"
 
     def new_ordered(self, prefix: str) -> str:
         with self._lock:

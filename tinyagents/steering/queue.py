@@ -278,16 +278,25 @@ class SteeringQueue:
         ready: list[SteeringCommand] = []
         keep: list[_Item] = []
         heap = self._heap
-        by_id = self._by_id
+        by_id, by_kind = self._by_id, self._by_kind
+        # ``_deliverable``'s usual answer (a command for the next boundary, not paused) and
+        # ``_forget`` inline: this runs for every command taken
+        any_boundary = not paused and boundary is not Boundary.WHILE_PAUSED
         while heap:
             item = heapq.heappop(heap)
             cmd = item[2]
             key = (item[1], cmd.correlation_id)
             if by_id.get(key) is not item:
                 continue  # dropped (superseded) while queued
-            if _deliverable(cmd, boundary, final, paused):
+            if (any_boundary and cmd.delivery is SteeringDelivery.NEXT_BOUNDARY) or _deliverable(
+                cmd, boundary, final, paused
+            ):
                 ready.append(cmd)
-                self._forget(cmd, key)
+                del by_id[key]
+                if by_kind:
+                    same_kind = by_kind.get(cmd.kind)
+                    if same_kind is not None:
+                        del same_kind[key]
             else:
                 keep.append(item)
         heap.extend(keep)  # popped in order, so already a valid heap

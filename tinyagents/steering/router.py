@@ -700,7 +700,10 @@ class SteeringRouter:
     ) -> None:
         """``cmd`` was delivered at ``boundary`` (``at``: when, for all the commands one
         boundary takes; now if not given)."""
-        tracked = self._open(cmd)
+        actor = cmd.actor  # ``_open(cmd)`` inline (it raises for a command not open)
+        tracked = self._tracked.get(
+            (f"tenant:{actor.tenant_id}" if type(actor) is HumanActor else "", cmd.correlation_id)
+        ) or self._open(cmd)
         tracked.state = CommandState.DELIVERED
         # ``_value_``: the member's text without the ``value`` property's descriptor call
         self._emit(
@@ -712,7 +715,11 @@ class SteeringRouter:
         )
 
     def mark_applied(self, cmd: SteeringCommand, affected: dict[str, Any]) -> None:
-        self._emit("steering.applied", self._open(cmd), affected=affected)
+        actor = cmd.actor  # ``_open(cmd)`` inline (it raises for a command not open)
+        tracked = self._tracked.get(
+            (f"tenant:{actor.tenant_id}" if type(actor) is HumanActor else "", cmd.correlation_id)
+        ) or self._open(cmd)
+        self._emit("steering.applied", tracked, affected=affected)
 
     def mark_failed(self, cmd: SteeringCommand, reason: str) -> None:
         self._finish(self._open(cmd), "failed", reason=reason)
