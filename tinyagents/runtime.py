@@ -1062,12 +1062,26 @@ class Runtime:
         """Run ``run_id`` ended: the runs below it that are not live (started by an earlier
         incarnation of it, killed with it, and not started again under their ids by now) can
         no longer come back, so the commands restored for them, which waited for their ids,
-        fail — "none stays open" (docs/guarantees.md, Crashes)."""
+        fail — "none stays open" (docs/guarantees.md, Crashes).
+
+        So do those restored for a run id the store has no row of (a graph run started again
+        on a finished thread, which claims no row and saves no checkpoint, killed before its
+        first snapshot was saved): such a run never comes back under its id — a thread's next
+        start continues the run its last checkpoint names, and a run started under a given id
+        claims its row before it takes a command (``applied_commands``) — so once a run here
+        has ended, they fail rather than wait for good."""
         waiting = [w for w in self.router.waiting_run_ids() if w not in self.runs]
         if not waiting:  # nearly every run: nothing restored waits
             return
+        restored = set(self.router.restored_run_ids())
+        gone: list[str] = []
+        unknown: list[str] = []
         try:
-            gone = [w for w in waiting if await self._started_below(w, run_id)]
+            for w in waiting:
+                if w in restored and await self.store.load_run(w) is None:
+                    unknown.append(w)
+                elif await self._started_below(w, run_id):
+                    gone.append(w)
         except StoreError as exc:  # they wait on, for the next runtime on this store
             _log.warning("commands for the runs below %s wait on: %s", run_id, exc)
             return
@@ -1077,6 +1091,13 @@ class Runtime:
                 f"{LATE}: its run was started by an earlier incarnation of run {run_id}, which "
                 "has ended since; that run is gone",
             )
+        for w in unknown:
+            if w not in self.runs:  # not started again while the store was read
+                self.router.fail_waiting(
+                    [w],
+                    f"{LATE}: its run {w} ended with an earlier process before the store saved "
+                    "it, and was not started again; it never comes back under its id",
+                )
 
     async def _started_below(self, run_id: str, ancestor: str) -> bool:
         """Whether the stored snapshots say ``run_id`` was started below ``ancestor``."""

@@ -1,15 +1,16 @@
 """A thread command accepted by a run started again on a finished thread, then a SIGKILL, for
 ``test_graph_crash.py``.
 
-    python graph_rerun_crash_worker.py STORE_DB CHECKPOINT_DB first|again|restart
+    python graph_rerun_crash_worker.py STORE_DB CHECKPOINT_DB first|again|restart [thread|run]
 
 ``first`` runs the graph on thread ``t`` to its end. ``again`` starts the finished thread once
 more (a new run, which saves no checkpoint: the thread's last one still names the first run),
-submits an ``update_state`` for the thread and kills itself from a bus sink the moment the
-command's ``steering.accepted`` is published (logged ``accepted`` for the new run, never
-delivered). ``restart`` starts the thread again and prints the outcome as JSON: the run's
-log, the command's state in the steering log and its steering events in the run's history,
-and the commands the log still holds open.
+submits an ``update_state`` for the thread (``thread``, the default) or for that new run by its
+id (``run``) and kills itself from a bus sink the moment the command's ``steering.accepted`` is
+published (logged ``accepted`` for the new run, never delivered). ``restart`` starts the thread
+again and prints the outcome as JSON: the run's log, the command's state and reason in the
+steering log, its steering events (in the run's history, or else the failure the bus
+published), and the commands the log still holds open.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def build(cp: SqliteCheckpointer) -> Any:
     return graph.compile(checkpointer=cp)
 
 
-async def main(store: str, db: str, mode: str) -> None:
+async def main(store: str, db: str, mode: str, target: str = "thread") -> None:
     async with (
         Runtime(store=f"sqlite:///{store}", testing=True) as rt,
         SqliteCheckpointer(db) as cp,
@@ -61,10 +62,12 @@ async def main(store: str, db: str, mode: str) -> None:
                     os.kill(os.getpid(), signal.SIGKILL)
 
             rt.bus.add_sink(kill)
-            await rt.start_graph(graph, None, thread_id="t")
+            again = await rt.start_graph(graph, None, thread_id="t")
             await rt.submit(
                 SteeringCommand(
-                    target=SteeringTarget.thread("t"),
+                    target=SteeringTarget.thread("t")
+                    if target == "thread"
+                    else SteeringTarget.agent_run(again.run_id),
                     actor=SteeringActor.test(),
                     kind=SteeringKind.UPDATE_STATE,
                     payload={"update": {"log": ["steered"]}},
@@ -73,6 +76,14 @@ async def main(store: str, db: str, mode: str) -> None:
             )
             await asyncio.sleep(30)  # killed long before
             return
+        failed: list[str] = []
+        rt.bus.add_sink(
+            lambda e: (
+                failed.append(e.type)
+                if e.type == "steering.failed" and getattr(e, "correlation_id", None) == CID
+                else None
+            )
+        )
         handle = await rt.start_graph(graph, None, thread_id="t")
         result = await handle.result()
         await rt.flush()
@@ -80,11 +91,12 @@ async def main(store: str, db: str, mode: str) -> None:
         outcome = {
             "log": result.output["log"],
             "state": logged.state if logged is not None else None,
-            "events": [e.type for e in rt.steering_history(handle.run_id)],
+            "reason": logged.reason if logged is not None else None,
+            "events": [e.type for e in rt.steering_history(handle.run_id)] or failed,
             "open": [c.command.correlation_id for c in await rt.store.open_commands()],
         }
         print(json.dumps(outcome), flush=True)
 
 
 if __name__ == "__main__":
-    asyncio.run(main(*sys.argv[1:4]))
+    asyncio.run(main(*sys.argv[1:5]))

@@ -150,10 +150,21 @@ STEER_CRASH_WORKER = Path(__file__).with_name("graph_steer_crash_worker.py")
 
 
 async def run_steered_worker(
-    store: Path, db: Path, thread: str, run_no: int, kill_after: float | None
+    store: Path,
+    db: Path,
+    thread: str,
+    run_no: int,
+    kill_after: float | None,
+    *,
+    after_receipt: bool = False,
 ) -> tuple[bool, list[str]]:
-    """Run the steered worker (quiet when not killed); (finished, correlation ids accepted)."""
-    args = [str(store), str(db), thread, str(run_no)] + ([] if kill_after else ["quiet"])
+    """Run the steered worker (quiet when not killed); (finished, correlation ids accepted).
+    SIGKILL it ``kill_after`` s after it is ready, or (``after_receipt``) after it printed
+    its first ``accepted`` receipt: a kill point a loaded machine cannot push past the run's
+    steering, as a timer from ``ready`` can (the run finishes or is killed before any receipt
+    is back, and the kill tests no accepted command)."""
+    quiet = [] if kill_after is not None else ["quiet"]
+    args = [str(store), str(db), thread, str(run_no), *quiet]
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         str(STEER_CRASH_WORKER),
@@ -165,21 +176,31 @@ async def run_steered_worker(
     assert proc.stdout is not None and proc.stderr is not None
     assert await proc.stdout.readline() == b"ready\n"
     lines: list[str] = []
+    receipt = asyncio.Event()
 
-    async def read_lines() -> None:  # line by line: nothing read is lost when cancelled
+    async def read_lines() -> None:  # to the end of its output, whether it was killed or not
         assert proc.stdout is not None
         async for line in proc.stdout:
             if line.endswith(b"\n"):  # a line cut short by the kill reports nothing
                 lines.append(line.decode()[:-1])
+                if lines[-1].startswith("accepted "):
+                    receipt.set()
 
+    async def kill_point() -> None:
+        if after_receipt:
+            await receipt.wait()
+        await asyncio.sleep(kill_after or 0.0)
+
+    reader = asyncio.create_task(read_lines())
     killed = False
-    try:
-        async with asyncio.timeout(kill_after):
-            await read_lines()
-    except TimeoutError:
-        proc.kill()
-        killed = True
-        await read_lines()  # what it printed before it died
+    if kill_after is not None:
+        timer = asyncio.create_task(kill_point())
+        await asyncio.wait({reader, timer}, return_when=asyncio.FIRST_COMPLETED)
+        timer.cancel()
+        if not reader.done():
+            proc.kill()
+            killed = True
+    await reader  # what it printed before it ended or died
     errors = await proc.stderr.read()
     assert await proc.wait() == 0 or killed, errors.decode()
     accepted = [line.split()[1] for line in lines if line.startswith("accepted ")]
@@ -187,23 +208,39 @@ async def run_steered_worker(
 
 
 @pytest.mark.slow
+# an interpreter per run (24 killed, those that finished, one more per thread): 80 to 90 s
+# at load 7 on 2 cores, past the default 120 s under heavier load
+@pytest.mark.timeout(300)
 async def test_sigkill_while_steering_loses_no_command_and_applies_none_twice(
     tmp_path: Path,
 ) -> None:
+    """Every other run is killed at a random time after it is ready (anywhere: before the
+    steering began too), the others at a random time after their first accepted receipt:
+    each of those kills lands with accepted commands, however loaded the machine (a timer
+    from ``ready`` alone left some loaded runs with none). Crash-looping goes on until
+    ``KILLS`` kills, ``KILLS // 4`` of them after a receipt (at most ``8 * KILLS`` runs).
+    Nothing is timed: the delays only pick the kill points."""
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
     store, db = tmp_path / "store.db", tmp_path / "checkpoints.db"
     threads, accepted = ["t0"], []
-    kills = run_no = 0
-    while kills < KILLS:
+    kills = run_no = after_receipt = 0
+    while kills < KILLS or (after_receipt < KILLS // 4 and run_no < 8 * KILLS):
+        by_receipt = run_no % 2 == 1
         finished, got = await run_steered_worker(
-            store, db, threads[-1], run_no, rng.uniform(0.0, 0.08)
+            store,
+            db,
+            threads[-1],
+            run_no,
+            rng.uniform(0.0, 0.02 if by_receipt else 0.08),
+            after_receipt=by_receipt,
         )
         accepted += got
         if finished:
             threads.append(f"t{len(threads)}")
         else:
             kills += 1
+            after_receipt += by_receipt
         run_no += 1
     for thread in threads:  # every thread once more, without steering or kills
         finished, _ = await run_steered_worker(store, db, thread, run_no, None)
@@ -237,7 +274,8 @@ async def test_sigkill_while_steering_loses_no_command_and_applies_none_twice(
             assert (stored.state == "applied") == (cid in applied_in_log), f"seed={seed} {cid}"
     finally:
         await log_store.close()
-    assert kills >= 20 and len(accepted) > 0
+    assert kills >= 20 and after_receipt >= KILLS // 4, f"seed={seed}"
+    assert len(accepted) >= after_receipt, f"seed={seed}"
 
 
 CANCEL_CRASH_WORKER = Path(__file__).with_name("graph_cancel_crash_worker.py")
@@ -401,3 +439,34 @@ async def test_a_graph_run_paused_before_its_process_died_comes_back_paused(
         statuses.append(out.decode().strip().splitlines()[-1])
     assert statuses[0] == "paused"
     assert statuses[1] == "paused"
+
+
+async def test_a_command_for_a_rerun_of_a_finished_thread_is_settled_after_a_sigkill(
+    tmp_path: Path,
+) -> None:
+    """As above, but the command names the run started again on the finished thread by its id
+    (``SteeringTarget.agent_run``), not its thread. Killed before it saved anything, that run
+    is not in the store, and the next start of the thread continues the run the checkpoint
+    names: nothing ever comes back under the command's run id, so it was left ``accepted`` in
+    the steering log for good. Now it fails once a run of the restarted runtime ends (here
+    the thread's, continued), with its reason and a ``steering.failed`` event."""
+    store, db = tmp_path / "store.db", tmp_path / "checkpoints.db"
+    for mode, code in (("first", 0), ("again", -9)):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(RERUN_CRASH_WORKER), str(store), str(db), mode, "run",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        _, errors = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == code, errors.decode()
+    restart = await asyncio.create_subprocess_exec(
+        sys.executable, str(RERUN_CRASH_WORKER), str(store), str(db), "restart", "run",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, errors = await asyncio.wait_for(restart.communicate(), 60)
+    assert restart.returncode == 0, errors.decode()
+    outcome = json.loads(out.decode().strip().splitlines()[-1])
+    assert outcome["open"] == []
+    assert outcome["state"] == "failed"
+    assert "never comes back" in outcome["reason"]
+    assert outcome["log"] == ["work", "done"]  # not applied
+    assert outcome["events"] == ["steering.failed"]

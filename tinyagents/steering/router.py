@@ -182,6 +182,8 @@ class SteeringRouter:
         #: registers under another id takes them (``_thread_takes_restored``). Empty but after
         #: a restart.
         self._restored_threads: dict[str, dict[str, None]] = {}
+        #: The run ids that ``restore`` filed commands under. Empty but after a restart.
+        self._restored_runs: set[str] = set()
         #: commands whose log write failed, so it may have been written (a lost reply): in
         #: insertion order, at most ``_UNSURE_KEPT``
         self._unsure: dict[_Key, None] = {}
@@ -309,6 +311,11 @@ class SteeringRouter:
         """The run ids (not threads) that commands wait for: restored after a restart, or
         deferred by a policy."""
         return [key for key in self._waiting if not key.startswith(_THREAD)]
+
+    def restored_run_ids(self) -> list[str]:
+        """Those of ``waiting_run_ids`` that commands restored after a restart wait for (a
+        policy's deferral of a live run's command is no such wait)."""
+        return [key for key in self.waiting_run_ids() if key in self._restored_runs]
 
     def fail_waiting(self, run_ids: Iterable[str], reason: str) -> None:
         """Fail the commands waiting for runs that will never come (with ``reason``)."""
@@ -686,6 +693,8 @@ class SteeringRouter:
             self._tracked[key] = tracked
             waiting_key = run_id or _target_key(cmd)
             self._waiting.setdefault(waiting_key, {})[key] = tracked
+            if run_id is not None:
+                self._restored_runs.add(run_id)
             if run_id is not None and isinstance(cmd.target, ThreadTarget):
                 self._restored_threads.setdefault(_target_key(cmd), {})[run_id] = None
 
