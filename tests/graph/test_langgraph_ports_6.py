@@ -1,5 +1,6 @@
 """Ports of LangGraph's tests, sixth round (``libs/langgraph/tests/test_time_travel.py``,
-``test_retry.py``, ``test_pregel.py`` and ``test_large_cases.py``): the same
+``test_subgraph_persistence.py``, ``test_retry.py``, ``test_pregel.py`` and
+``test_large_cases.py``): the same
 program on LangGraph and on ``tinyagents.graph``, compared, as in ``test_langgraph_ports.py``.
 Each test's comment names the LangGraph test it follows.
 
@@ -823,3 +824,175 @@ async def test_tool_calls_sent_one_by_one_paused_and_edited(checkpointer: Checkp
     ours_state, theirs_state = await states()
     assert ours_state.next == () and ours_state.tasks == ()
     assert ours_state.values["messages"][-1].content == "answer"
+
+
+# -- a resume that names the head checkpoint (test_time_travel.py) ---------------------------
+
+
+def asking_executor(g: Any, called: list[str]) -> Any:
+    def logged(name: str, item: str) -> Any:
+        def node(state: Any) -> dict[str, Any]:
+            called.append(name)
+            return {"value": [item]}
+
+        return node
+
+    def ask_human(state: Any) -> dict[str, Any]:
+        called.append("ask_human")
+        return {"value": [f"human:{g.interrupt('Provide input:')}"]}
+
+    subgraph = (
+        g.StateGraph(Value)
+        .add_node("step_a", logged("step_a", "sub_a"))
+        .add_node("ask_human", ask_human)
+        .add_node("step_b", logged("step_b", "sub_b"))
+        .add_edge(g.START, "step_a")
+        .add_edge("step_a", "ask_human")
+        .add_edge("ask_human", "step_b")
+        .compile(checkpointer=True)
+    )
+    return (
+        g.StateGraph(Value).add_node("subgraph_node", subgraph).add_edge(g.START, "subgraph_node")
+    )
+
+
+async def test_a_resume_naming_the_head_goes_on_in_the_sub_graph(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_time_travel.py::test_subgraph_interrupt_resume_with_explicit_head_
+    # checkpoint_id: the sub-graph goes on from its question, nothing replayed
+    ours_called: list[str] = []
+    theirs_called: list[str] = []
+    ours = asking_executor(OURS, ours_called).compile(checkpointer=checkpointer)
+    theirs = asking_executor(THEIRS, theirs_called).compile(checkpointer=lg_memory.InMemorySaver())
+    out = await run_both(ours, theirs, {"value": []})
+    assert [i.value for i in out["__interrupt__"]] == ["Provide input:"]
+    assert ours_called == theirs_called == ["step_a", "ask_human"]
+    theirs_head = (await theirs.aget_state(cfg())).config["configurable"]["checkpoint_id"]
+    ours_head = (await ours.get_state("1")).checkpoint_id
+    ours_called.clear()
+    theirs_called.clear()
+    out = await theirs.ainvoke(
+        THEIRS.Command(resume="answer"),
+        {"configurable": {"thread_id": "1", "checkpoint_id": theirs_head, "checkpoint_ns": ""}},
+    )
+    result = await ours.run(OURS.Command(resume="answer"), thread_id="1", checkpoint_id=ours_head)
+    assert result.raise_for_status().state == out == {"value": ["sub_a", "human:answer", "sub_b"]}
+    assert ours_called == theirs_called == ["ask_human", "step_b"]
+
+
+def asks_once(g: Any, started: Seen) -> Any:
+    def step_a(state: Any) -> dict[str, Any]:
+        started.of(g).append(dict(state))
+        return {"value": [f"a:{g.interrupt('question_a')}"]}
+
+    sub = g.StateGraph(Value).add_node("step_a", step_a).add_edge(g.START, "step_a")
+    return (
+        g.StateGraph(Results)
+        .add_node("parent_node", lambda state: {"results": ["p"]})
+        .add_node("sub_node", sub.compile(checkpointer=True))
+        .add_edge(g.START, "parent_node")
+        .add_edge("parent_node", "sub_node")
+    )
+
+
+async def next_and_sources(ours: Any, theirs: Any) -> list[tuple[tuple[str, ...], str]]:
+    """(next, source) of each checkpoint, newest first, the same on both libraries but for
+    the replay's: LangGraph's "fork", our "rewind" (docs/graph.md, "Checkpointers")."""
+    theirs_h = [(s.next, s.metadata["source"]) async for s in theirs.aget_state_history(cfg())]
+    ours_h = [(h.next, h.source) for h in await ours.history("1")]
+    named = {"rewind": "fork"}
+    assert [(n, named.get(s, s)) for n, s in ours_h] == theirs_h
+    return theirs_h
+
+
+async def test_a_replayed_persistent_sub_graph_asks_again_from_its_earlier_state(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_time_travel.py::test_subgraph_replay_loads_accumulated_state_then_resume
+    started = Seen()
+    ours, theirs = compiled(lambda g: asks_once(g, started), checkpointer)
+    for answer in ("a1", "a2"):
+        await run_both(ours, theirs, {"results": []})
+        await run_both(ours, theirs, OURS.Command(resume=answer))
+    assert (
+        started.ours == started.theirs == [{"value": []}, {"value": []}] + [{"value": ["a:a1"]}] * 2
+    )
+    one_run = [((), "loop"), (("sub_node",), "loop"), (("parent_node",), "loop")]
+    one_run += [(("__start__",), "input")]
+    assert await next_and_sources(ours, theirs) == one_run * 2
+    ours_at, theirs_at = await newest_with_next(ours, theirs, ("sub_node",))
+    started.clear()
+    out = await theirs.ainvoke(None, theirs_at)
+    result = await ours.run(None, thread_id="1", checkpoint_id=ours_at)
+    assert "__interrupt__" in out and result.status == "interrupted"
+    assert started.ours == started.theirs == [{"value": ["a:a1"]}]
+    assert await next_and_sources(ours, theirs) == [(("sub_node",), "fork"), *one_run * 2]
+    out = await run_both(ours, theirs, OURS.Command(resume="a3"))
+    assert out == {"results": ["p", "p"]}
+    assert await next_and_sources(ours, theirs) == [
+        ((), "loop"),
+        (("sub_node",), "fork"),
+        *one_run * 2,
+    ]
+
+
+# -- a graph run from a node under its own thread id (test_subgraph_persistence.py) ----------
+
+
+class Count(TypedDict, total=False):
+    count: int
+
+
+class Outcome(TypedDict):
+    result: str
+
+
+def own_thread(g: Any, saver: Any) -> tuple[Any, Any]:
+    child = (
+        g.StateGraph(Count)
+        .add_node("n", lambda state: {"count": (state.get("count") or 0) + 1})
+        .add_edge(g.START, "n")
+        .compile(checkpointer=saver)
+    )
+
+    async def parent_node(state: Any) -> dict[str, Any]:
+        if g is OURS:
+            (await child.run({}, thread_id="child")).raise_for_status()
+        else:
+            await child.ainvoke({}, cfg("child"))
+        return {"result": "ok"}
+
+    parent = g.StateGraph(Outcome).add_node("p", parent_node).add_edge(g.START, "p")
+    return parent.compile(checkpointer=saver), child
+
+
+async def test_a_graph_run_from_a_node_with_its_own_thread_id_is_a_run_of_that_thread(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_subgraph_persistence.py::test_child_with_own_thread_id_keeps_namespace
+    # (docs/graph.md, "Calling a sub-graph from a node": a run with an explicit thread_id
+    # from inside a node is a separate run of its own thread)
+    ours, ours_child = own_thread(OURS, checkpointer)
+    theirs, theirs_child = own_thread(THEIRS, lg_memory.InMemorySaver())
+    for count in (1, 2):
+        await run_both(ours, theirs, {"result": ""}, thread="parent")
+        theirs_state = await theirs_child.aget_state(cfg("child"))
+        ours_state = await ours_child.get_state("child")
+        assert ours_state.values == theirs_state.values == {"count": count}
+        assert theirs_state.config["configurable"]["checkpoint_ns"] == ""
+        assert ours_state.ns == ""
+    # the child's thread holds its two runs, as LangGraph's
+    theirs_h = [
+        (s.next, s.metadata["step"]) async for s in theirs_child.aget_state_history(cfg("child"))
+    ]
+    ours_h = [(h.next, h.step) for h in await ours_child.history("child")]
+    assert ours_h == theirs_h
+    assert ours_h == [
+        ((), 4),
+        (("n",), 3),
+        (("__start__",), 2),
+        ((), 1),
+        (("n",), 0),
+        (("__start__",), -1),
+    ]
