@@ -16,7 +16,7 @@ import threading
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from langgraph_kit import OURS, THEIRS, cfg, lg_memory, lg_message, lg_types, pair
+from langgraph_kit import OURS, THEIRS, cfg, lg_memory, lg_message, lg_types, pair, shape
 
 from tinyagents.errors import ArgumentError
 from tinyagents.graph import RetryPolicy as OursRetryPolicy
@@ -996,3 +996,134 @@ async def test_a_graph_run_from_a_node_with_its_own_thread_id_is_a_run_of_that_t
         (("n",), 0),
         (("__start__",), -1),
     ]
+
+
+# -- a called sub-graph paused by its breakpoint, updated by its namespace (test_large_cases) -
+
+
+class TheirsWeather(TypedDict, total=False):
+    messages: Annotated[list[Any], lg_message.add_messages]
+    city: str
+
+
+class OursWeather(TypedDict, total=False):
+    messages: Annotated[list[Any], ours_add_messages]
+    city: str
+
+
+class TheirsRouter(TypedDict, total=False):
+    messages: Annotated[list[Any], lg_message.add_messages]
+    route: str
+
+
+class OursRouter(TypedDict, total=False):
+    messages: Annotated[list[Any], ours_add_messages]
+    route: str
+
+
+def weather(g: Any) -> Any:
+    def model_node(state: Any) -> dict[str, Any]:
+        return {"city": "San Francisco"}  # the model's tool call's argument
+
+    def weather_node(state: Any) -> dict[str, Any]:
+        said = f"I'ts sunny in {state['city']}!"
+        return {"messages": [lc_messages.AIMessage(content=said, id="sunny")]}
+
+    subgraph = (
+        g.StateGraph(OursWeather if g is OURS else TheirsWeather)
+        .add_node(model_node)
+        .add_node(weather_node)
+        .add_edge(g.START, "model_node")
+        .add_edge("model_node", "weather_node")
+        .add_edge("weather_node", g.END)
+        .compile(interrupt_before=["weather_node"])
+    )
+
+    async def weather_graph(state: Any) -> dict[str, Any]:
+        # LangGraph's test passes the parent's state and returns the sub-graph's: ours
+        # refuses a key that is no field (docs/graph.md, "State"), so both pass messages
+        if g is OURS:
+            out = (await subgraph.run({"messages": state["messages"]})).state
+        else:
+            out = await subgraph.ainvoke({"messages": state["messages"]})
+        return {"messages": out["messages"]}
+
+    def route_after_prediction(state: Any) -> str:
+        return "weather_graph" if state["route"] == "weather" else "normal_llm_node"
+
+    graph = g.StateGraph(OursRouter if g is OURS else TheirsRouter)
+    graph.add_node("router_node", lambda state: {"route": "weather"})  # the model's choice
+    graph.add_node("normal_llm_node", lambda state: {"messages": [lc_messages.AIMessage("Hello!")]})
+    graph.add_node("weather_graph", weather_graph)
+    graph.add_edge(g.START, "router_node")
+    graph.add_conditional_edges(
+        "router_node", route_after_prediction, path_map=["weather_graph", "normal_llm_node"]
+    )
+    graph.add_edge("normal_llm_node", g.END)
+    return graph.add_edge("weather_graph", g.END)
+
+
+async def test_a_called_sub_graph_paused_by_its_breakpoint_is_updated_by_its_namespace(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_large_cases.py::test_weather_subgraph (its models answer as fixed
+    # functions; without the drawing and the custom stream)
+    ours, theirs = pair(weather, checkpointer)
+    inputs = {"messages": [lc_messages.HumanMessage(content="what's the weather in sf", id="q")]}
+
+    async def streamed(value: Any, thread: str) -> list[Any]:
+        theirs_items = [
+            (tuple(n.split(":")[0] for n in ns), c)
+            async for ns, c in theirs.astream(
+                value, cfg(thread), stream_mode="updates", subgraphs=True
+            )
+        ]
+        ours_items = [
+            (shape(ns), c)
+            async for ns, c in ours.stream(value, thread_id=thread, mode="updates", subgraphs=True)
+        ]
+        assert plain(ours_items) == plain(theirs_items)
+        return ours_items
+
+    paused = [
+        ((), {"router_node": {"route": "weather"}}),
+        (("weather_graph",), {"model_node": {"city": "San Francisco"}}),
+        ((), {"__interrupt__": ()}),
+    ]
+    for thread, as_node in (("1", None), ("14", "weather_node")):
+        assert await streamed(dict(inputs), thread) == paused
+        theirs_state = await theirs.aget_state(cfg(thread), subgraphs=True)
+        ours_state = await ours.get_state(thread, subgraphs=True)
+        assert plain(ours_state.values) == plain(theirs_state.values)
+        assert ours_state.next == theirs_state.next == ("weather_graph",)
+        theirs_sub, ours_sub = theirs_state.tasks[0].state, ours_state.tasks[0].state
+        assert plain(ours_sub.values) == plain(theirs_sub.values)
+        assert ours_sub.values["city"] == "San Francisco"
+        assert ours_sub.next == theirs_sub.next == ("weather_node",)
+        if as_node is None:
+            # the city changed: weather_node, run on, reads it
+            await theirs.aupdate_state(theirs_sub.config, {"city": "la"})
+            await ours.update_state(thread, {"city": "la"}, ns=ours_sub.ns)
+            items = await streamed(None, thread)
+            assert [(ns, next(iter(c))) for ns, c in items] == [
+                (("weather_graph",), "weather_node"),
+                ((), "weather_graph"),
+            ]
+            said = (await ours.get_state(thread)).values["messages"][-1].content
+            assert said == "I'ts sunny in la!"
+        else:
+            # written as weather_node: the sub-graph has nothing left to run
+            answer = lc_messages.AIMessage(content="rainy", id="rainy")
+            await theirs.aupdate_state(theirs_sub.config, {"messages": [answer]}, as_node=as_node)
+            await ours.update_state(thread, {"messages": [answer]}, as_node=as_node, ns=ours_sub.ns)
+            theirs_state = await theirs.aget_state(cfg(thread), subgraphs=True)
+            ours_state = await ours.get_state(thread, subgraphs=True)
+            theirs_sub, ours_sub = theirs_state.tasks[0].state, ours_state.tasks[0].state
+            assert plain(ours_sub.values) == plain(theirs_sub.values)
+            assert ours_sub.next == theirs_sub.next == ()
+            items = await streamed(None, thread)
+            assert [(ns, next(iter(c))) for ns, c in items] == [((), "weather_graph")]
+            said = (await ours.get_state(thread)).values["messages"][-1].content
+            assert said == "rainy"
+        theirs_done = await theirs.aget_state(cfg(thread))
+        assert plain((await ours.get_state(thread)).values) == plain(theirs_done.values)
