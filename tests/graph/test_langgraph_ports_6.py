@@ -1,6 +1,6 @@
 """Ports of LangGraph's tests, sixth round (``libs/langgraph/tests/test_time_travel.py``,
-``test_subgraph_persistence.py``, ``test_retry.py``, ``test_pregel.py`` and
-``test_large_cases.py``): the same
+``test_subgraph_persistence.py``, ``test_retry.py``, ``test_pregel.py``,
+``test_large_cases.py`` and ``test_managed_values.py``): the same
 program on LangGraph and on ``tinyagents.graph``, compared, as in ``test_langgraph_ports.py``.
 Each test's comment names the LangGraph test it follows.
 
@@ -13,12 +13,23 @@ from __future__ import annotations
 
 import operator
 import threading
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, NotRequired, Required, TypedDict
 
 import pytest
-from langgraph_kit import OURS, THEIRS, cfg, lg_memory, lg_message, lg_types, pair, shape
+from langgraph_kit import (
+    OURS,
+    THEIRS,
+    cfg,
+    lg_managed,
+    lg_memory,
+    lg_message,
+    lg_types,
+    pair,
+    shape,
+)
 
 from tinyagents.errors import ArgumentError
+from tinyagents.graph import RemainingSteps as OursRemainingSteps
 from tinyagents.graph import RetryPolicy as OursRetryPolicy
 from tinyagents.graph import add_messages as ours_add_messages
 from tinyagents.store.checkpoint import Checkpointer
@@ -1127,3 +1138,63 @@ async def test_a_called_sub_graph_paused_by_its_breakpoint_is_updated_by_its_nam
             assert said == "rainy"
         theirs_done = await theirs.aget_state(cfg(thread))
         assert plain((await ours.get_state(thread)).values) == plain(theirs_done.values)
+
+
+# -- a managed value under NotRequired or Required (test_managed_values.py) ------------------
+
+
+class ManagedPlain(TypedDict, total=False):
+    seen: list[int]
+    remaining_steps: OursRemainingSteps
+
+
+class ManagedNotRequired(TypedDict, total=False):
+    seen: list[int]
+    remaining_steps: NotRequired[OursRemainingSteps]
+
+
+class ManagedRequired(TypedDict, total=False):
+    seen: list[int]
+    remaining_steps: Required[OursRemainingSteps]
+
+
+class TheirsManagedPlain(TypedDict, total=False):
+    seen: list[int]
+    remaining_steps: lg_managed.RemainingSteps
+
+
+class TheirsManagedNotRequired(TypedDict, total=False):
+    seen: list[int]
+    remaining_steps: NotRequired[lg_managed.RemainingSteps]
+
+
+class TheirsManagedRequired(TypedDict, total=False):
+    seen: list[int]
+    remaining_steps: Required[lg_managed.RemainingSteps]
+
+
+MANAGED_STATES = {
+    "plain": (ManagedPlain, TheirsManagedPlain),
+    "NotRequired": (ManagedNotRequired, TheirsManagedNotRequired),
+    "Required": (ManagedRequired, TheirsManagedRequired),
+}
+
+
+@pytest.mark.parametrize("kind", list(MANAGED_STATES))
+async def test_a_managed_value_is_one_under_not_required_or_required(kind: str) -> None:
+    # LangGraph: test_managed_values.py::test_managed_values_recognized (LangGraph's test
+    # reads StateGraph.managed; here two nodes read the value, and it is no state key)
+    def build(g: Any) -> Any:
+        state = MANAGED_STATES[kind][0 if g is OURS else 1]
+
+        def node(state: Any) -> dict[str, Any]:
+            return {"seen": [*state.get("seen", []), state["remaining_steps"]]}
+
+        graph = g.StateGraph(state).add_node("a", node).add_node("b", node)
+        return graph.add_edge(g.START, "a").add_edge("a", "b")
+
+    ours, theirs = pair(build, None)
+    out = await theirs.ainvoke({"seen": []}, {"recursion_limit": 10})
+    result = await ours.run({"seen": []}, recursion_limit=10)
+    assert result.raise_for_status().state == out
+    assert out == {"seen": [9, 8]}
