@@ -14,7 +14,7 @@ from typing import Any, TypedDict
 import pytest
 
 from tinyagents import Runtime
-from tinyagents.errors import GraphError
+from tinyagents.errors import ConfigurationError, GraphError
 from tinyagents.graph import (
     END,
     START,
@@ -552,3 +552,21 @@ async def test_update_state_as_input_saves_an_entrypoints_input(
     assert snap.values is None and snap.metadata["source"] == "input"
     assert [i async for i in flow.stream(None, thread_id="t")] == [{"flow": "HI!"}]
     assert (await flow.get_state("t")).values == "HI!"
+
+
+async def test_an_entrypoint_takes_run_and_stream_as_any_graph_with_its_own_default_mode() -> None:
+    # one signature each (CompiledGraph's): the entrypoint only says its stream_mode, and
+    # run's result shows the function's value as the base shows any graph's state; an
+    # explicit mode=None is a bad mode here too (tests/graph/test_hostile_stream_modes.py)
+    assert "stream" not in Entrypoint.__dict__ and "run" not in Entrypoint.__dict__
+    assert (Entrypoint.stream_mode, CompiledGraph.stream_mode) == ("updates", "values")
+
+    @entrypoint()
+    async def flow(x: int) -> int:
+        return x + 1
+
+    assert [i async for i in flow.stream(1)] == [{"flow": 2}]
+    assert [i async for i in flow.stream(1, mode="values")] == [2]
+    assert (await flow.run(1)).state == 2
+    with pytest.raises(ConfigurationError):
+        flow.stream(1, mode=None)  # type: ignore[arg-type]

@@ -11,6 +11,7 @@ from collections.abc import (
     Sequence,
 )
 from contextlib import aclosing, asynccontextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tinyagents.errors import ConfigurationError, GraphError, SyncInAsyncError
@@ -27,6 +28,7 @@ from tinyagents.graph.driver import run_with_runtime, start_graph_run
 from tinyagents.graph.executor import GraphRun
 from tinyagents.graph.session import GraphSession
 from tinyagents.graph.stream import (
+    GRAPHS_MODE,
     RUNTIME_MODES,
     GraphStream,
     Reader,
@@ -75,6 +77,9 @@ class CompiledGraph(GraphCore):
         Called from inside a node of a running graph (without ``thread_id``, ``runtime``
         and ``checkpoint_id``), it is a sub-graph call of that node: see ``graph/calls.py``.
         Its interrupts pause the calling node, and a failing node of it raises its error.
+
+        ``result.state`` is the graph's ``shown_state``: the state; an entrypoint's, what its
+        function returned (its last return value when the run paused, None before the first).
         """
         caller = enclosing_scope()
         is_call = thread_id is None and runtime is None and checkpoint_id is None
@@ -83,7 +88,9 @@ class CompiledGraph(GraphCore):
             interrupt_before, interrupt_after, runtime, is_call and caller is not None
         )
         if caller is not None and is_call:
-            return await calls.run(self, caller, input, recursion_limit, max_concurrency)
+            return self._shown(
+                await calls.run(self, caller, input, recursion_limit, max_concurrency)
+            )
         if runtime is not None:
             return await run_with_runtime(
                 self,
@@ -101,7 +108,7 @@ class CompiledGraph(GraphCore):
             run = await session.prepare(
                 input, checkpoint_id, recursion_limit, max_concurrency=max_concurrency
             )
-            return await run.outcome()
+            return self._shown(await run.outcome())
         async with GraphSession(self, thread_id) as session:
             run = await session.prepare(
                 input,
@@ -110,7 +117,13 @@ class CompiledGraph(GraphCore):
                 max_concurrency=max_concurrency,
                 **breakpoints,
             )
-            return await run.outcome()
+            return self._shown(await run.outcome())
+
+    def _shown(self, result: GraphResult) -> GraphResult:
+        """``result`` with the state as ``shown_state`` shows it (an entrypoint's: what its
+        function returned); a started run's driver does the same for ``runtime=``."""
+        shown = self.shown_state(result.state)
+        return result if shown is result.state else replace(result, state=shown)
 
     async def start(
         self,
@@ -176,7 +189,7 @@ class CompiledGraph(GraphCore):
         input: Any = None,
         *,
         thread_id: str | None = None,
-        mode: str | Iterable[str] = "values",
+        mode: str | Iterable[str] = GRAPHS_MODE,
         subgraphs: bool = False,
         runtime: RunHost | None = None,
         checkpoint_id: str | None = None,
@@ -188,13 +201,15 @@ class CompiledGraph(GraphCore):
         """``run``, yielding what happens as it happens (LangGraph's ``astream``):
         ``async for item in graph.stream(input, thread_id=..., mode="updates"): ...``.
 
-        ``mode``: ``"values"`` (the state before the first step and after each one),
-        ``"updates"`` (``{node: writes}`` per finished task, ``{"__interrupt__": (...)}``
-        when the run stops on interrupts), ``"tasks"`` (each task's start and its result,
-        error or interrupts), ``"custom"`` (what nodes send with ``ctx.emit``), ``"steering"``
-        and ``"messages"`` (the runtime's ``steering.*`` and ``model.delta`` events of this
-        run and its agent nodes; with ``runtime=`` only, else ``ConfigurationError``). A list of modes yields ``(mode,
-        payload)`` pairs; ``subgraphs=True`` adds sub-graph items, each led by its namespace.
+        ``mode`` (by default the graph's ``stream_mode``: ``"values"``, an entrypoint's
+        ``"updates"``, as LangGraph's): ``"values"`` (the state before the first step and
+        after each one), ``"updates"`` (``{node: writes}`` per finished task,
+        ``{"__interrupt__": (...)}`` when the run stops on interrupts), ``"tasks"`` (each
+        task's start and its result, error or interrupts), ``"custom"`` (what nodes send with
+        ``ctx.emit``), ``"steering"`` and ``"messages"`` (the runtime's ``steering.*`` and
+        ``model.delta`` events of this run and its agent nodes; with ``runtime=`` only, else
+        ``ConfigurationError``). A list of modes yields ``(mode, payload)`` pairs;
+        ``subgraphs=True`` adds sub-graph items, each led by its namespace.
         A failing node's error is raised after the items before it; leaving the loop early
         stops the run. A bad mode raises ``ConfigurationError`` here, before anything runs.
         ``interrupt_before`` / ``interrupt_after`` add breakpoints for this run, as for ``run``.

@@ -183,6 +183,9 @@ class GraphCore:
     #: The ``StreamSink`` class of its streams (``graph.stream``, ``handle.stream``): None for
     #: ``GraphStream``; an ``Entrypoint``'s shows its function's values (``graph/func.py``).
     stream_class: Any = None
+    #: The mode of its streams when ``mode=`` is not given (LangGraph's ``stream_mode``):
+    #: ``"values"``; an ``Entrypoint``'s ``"updates"``.
+    stream_mode: str = "values"
 
     def shown_state(self, values: dict[str, Any]) -> Any:
         """What a run's result (``GraphResult.state``, a started run's ``RunResult.output``)

@@ -24,7 +24,7 @@ import concurrent.futures
 import functools
 import inspect
 import typing
-from collections.abc import AsyncIterator, Callable, Collection, Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
@@ -50,7 +50,6 @@ from tinyagents.graph.tasks import shown_writes, task_id
 from tinyagents.graph.types import (
     END,
     START,
-    GraphResult,
     RetryPolicy,
     StateSnapshot,
     StateUpdate,
@@ -58,7 +57,7 @@ from tinyagents.graph.types import (
 from tinyagents.store.checkpoint.base import Checkpointer
 
 if TYPE_CHECKING:
-    from tinyagents.runs.host import RunHost
+    pass
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -471,6 +470,10 @@ class Entrypoint(CompiledGraph):
     ``ainvoke``/``invoke`` return the value alone, or ``{"__interrupt__": [...]}``."""
 
     stream_class = _EntryStream
+    #: ``stream(...)`` (with ``runtime=`` too, and called inside a node) is of ``updates``
+    #: unless ``mode`` says otherwise, as LangGraph's entrypoint streams; a started run's
+    #: ``handle.stream()`` keeps its own default, ``values``.
+    stream_mode = "updates"
 
     def shown_state(self, values: dict[str, Any]) -> Any:
         return values.get("output")
@@ -482,34 +485,6 @@ class Entrypoint(CompiledGraph):
 
     async def check_input(self, head: Any, data: Any, recursion_limit: int) -> None:
         await super().check_input(head, {"input": data}, recursion_limit)
-
-    async def run(
-        self,
-        input: Any = None,
-        *,
-        thread_id: str | None = None,
-        runtime: RunHost | None = None,
-        checkpoint_id: str | None = None,
-        recursion_limit: int | None = None,
-        max_concurrency: int | None = None,
-        interrupt_before: Collection[str] | str = (),
-        interrupt_after: Collection[str] | str = (),
-    ) -> GraphResult:
-        """As ``CompiledGraph.run``; ``result.state`` is what the function returned (its
-        last return value when the run paused: None before it first returned)."""
-        result = await super().run(
-            input,
-            thread_id=thread_id,
-            runtime=runtime,
-            checkpoint_id=checkpoint_id,
-            recursion_limit=recursion_limit,
-            max_concurrency=max_concurrency,
-            interrupt_before=interrupt_before,
-            interrupt_after=interrupt_after,
-        )
-        if runtime is not None:
-            return result  # shown by the run's driver, as a started run's
-        return replace(result, state=self.shown_state(result.state))
 
     async def ainvoke(
         self, input: Any, config: dict[str, Any] | None = None, *, thread_id: str | None = None
@@ -533,37 +508,6 @@ class Entrypoint(CompiledGraph):
         SyncInAsyncError.refuse_inside_a_loop(f"entrypoint {self.name!r}", "await .ainvoke()")
         # from a sync task or entrypoint: on its run's loop, whose checkpointer it uses
         return run_blocking(self.ainvoke(input, config, thread_id=thread_id))
-
-    def stream(
-        self,
-        input: Any = None,
-        *,
-        thread_id: str | None = None,
-        mode: str | Iterable[str] = "updates",
-        subgraphs: bool = False,
-        runtime: RunHost | None = None,
-        checkpoint_id: str | None = None,
-        recursion_limit: int | None = None,
-        max_concurrency: int | None = None,
-        interrupt_before: Collection[str] | str = (),
-        interrupt_after: Collection[str] | str = (),
-    ) -> AsyncIterator[Any]:
-        """As ``CompiledGraph.stream`` (with ``runtime=`` too, and called inside a node), of
-        ``updates`` unless ``mode`` says otherwise, as LangGraph's entrypoint streams (its
-        ``stream_mode`` is ``"updates"``); the items are LangGraph's (``_EntryStream``). A
-        started run's ``handle.stream()`` keeps its own default, ``values``."""
-        return super().stream(
-            input,
-            thread_id=thread_id,
-            mode=mode,
-            subgraphs=subgraphs,
-            runtime=runtime,
-            checkpoint_id=checkpoint_id,
-            recursion_limit=recursion_limit,
-            max_concurrency=max_concurrency,
-            interrupt_before=interrupt_before,
-            interrupt_after=interrupt_after,
-        )
 
     async def get_state(
         self, thread_id: str, checkpoint_id: str | None = None, *, subgraphs: bool = False

@@ -72,8 +72,26 @@ def _asks(modes: frozenset[str]) -> tuple[frozenset[str], bool, bool, bool, bool
 _ONE = {m: _asks(frozenset({m})) for m in MODES}
 
 
+class _GraphsMode:
+    """The type of ``GRAPHS_MODE``: a default no caller can pass by mistake (``None`` is a
+    bad mode, refused as any other)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<the graph's stream_mode>"
+
+
+#: ``mode``'s default in ``graph.stream``: the graph's ``stream_mode`` (``"values"``; an
+#: entrypoint's ``"updates"``, as LangGraph's).
+GRAPHS_MODE: Any = _GraphsMode()
+
+
 def sink_for(graph: Any, mode: str | Iterable[str], subgraphs: bool) -> GraphStream:
-    """The stream sink of a run of ``graph`` (its ``stream_class``, else ``GraphStream``)."""
+    """The stream sink of a run of ``graph`` (its ``stream_class``, else ``GraphStream``), of
+    ``mode`` (``GRAPHS_MODE``: the graph's ``stream_mode``)."""
+    if mode is GRAPHS_MODE:
+        mode = graph.stream_mode
     made: GraphStream = (graph.stream_class or GraphStream)(mode, subgraphs=subgraphs)
     return made
 
@@ -522,6 +540,7 @@ def _finished(items: AsyncGenerator[Any, None]) -> bool:
 
 __all__ = [
     "CACHED_KEY",
+    "GRAPHS_MODE",
     "INTERRUPT_KEY",
     "LIVE_MODES",
     "MODES",
