@@ -696,7 +696,7 @@ async def test_an_entrypoints_history_shows_its_task_result_as_the_return_value(
 ) -> None:
     # the history's checkpoint before the node ran: its task's result is what it returned
     # (entrypoint.final's value), a PregelTask's of LangGraph's one output channel (ours has
-    # a checkpoint of its own for the input step: its __start__ task is left out)
+    # a checkpoint of its own for the input step, before its node's: left out)
     seen = []
     for g, cp in ((OURS, checkpointer), (THEIRS, lg_memory.InMemorySaver())):
         graph = saving_graph(g, cp, [])
@@ -704,12 +704,10 @@ async def test_an_entrypoints_history_shows_its_task_result_as_the_return_value(
         if hasattr(graph, "aget_state_history"):
             snaps = [s async for s in graph.aget_state_history(cfg("1"))]
         else:
-            snaps = [await graph.get_state("1", i.checkpoint_id) for i in await graph.history("1")]
-        seen.append(
-            [
-                (s.values, s.next, [(t.name, t.result) for t in s.tasks])
-                for s in snaps
-                if "__start__" not in s.next
+            snaps = [
+                await graph.get_state("1", i.checkpoint_id)
+                for i in await graph.history("1")
+                if "__start__" not in i.next
             ]
-        )
+        seen.append([(s.values, s.next, [(t.name, t.result) for t in s.tasks]) for s in snaps])
     assert seen[0] == seen[1] == [(0, (), []), (None, ("graph",), [("graph", 0)])]

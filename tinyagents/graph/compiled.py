@@ -26,6 +26,7 @@ from tinyagents.graph._context import (
 from tinyagents.graph.core import GraphCore, breakpoint_nodes, check_max_concurrency
 from tinyagents.graph.driver import run_with_runtime, start_graph_run
 from tinyagents.graph.executor import GraphRun
+from tinyagents.graph.func_stream import sink_for
 from tinyagents.graph.session import GraphSession
 from tinyagents.graph.stream import (
     GRAPHS_MODE,
@@ -34,7 +35,6 @@ from tinyagents.graph.stream import (
     Reader,
     follow,
     read,
-    sink_for,
 )
 from tinyagents.graph.types import CheckpointInfo, GraphResult, StateSnapshot, StateUpdate
 from tinyagents.runs.info import check_id

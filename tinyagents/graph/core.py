@@ -181,11 +181,15 @@ class GraphCore:
     """A validated graph's structure and options; ``CompiledGraph`` is the runnable one."""
 
     #: The ``StreamSink`` class of its streams (``graph.stream``, ``handle.stream``): None for
-    #: ``GraphStream``; an ``Entrypoint``'s shows its function's values (``graph/func.py``).
+    #: ``GraphStream`` (``EntryStream`` with ``subgraphs=True``: ``graph/func_stream.py``); an
+    #: ``Entrypoint``'s shows its function's values (``graph/func.py``).
     stream_class: Any = None
     #: The mode of its streams when ``mode=`` is not given (LangGraph's ``stream_mode``):
     #: ``"values"``; an ``Entrypoint``'s ``"updates"``.
     stream_mode: str = "values"
+    #: Whether its runs are calls of an entrypoint's ``@task`` (``graph/func.py``): a stream
+    #: shows them as tasks of the entrypoint, with no state of their own.
+    task_call: bool = False
 
     def shown_state(self, values: dict[str, Any]) -> Any:
         """What a run's result (``GraphResult.state``, a started run's ``RunResult.output``)

@@ -31,6 +31,7 @@ from tinyagents import _clock
 from tinyagents.errors import ConfigurationError, RunCancelled, StoreError, UnknownTargetError
 from tinyagents.graph.core import GraphCore
 from tinyagents.graph.executor import GraphRun, running_graph_run
+from tinyagents.graph.func_stream import sink_for
 from tinyagents.graph.lowering import (
     RESUME_KINDS,
     GraphSteering,
@@ -46,7 +47,7 @@ from tinyagents.graph.managed import drive
 from tinyagents.graph.recovery import EarlierApplied, continued_run_id
 from tinyagents.graph.run_events import GraphEvents
 from tinyagents.graph.session import GraphSession, goto_problem, update_problem
-from tinyagents.graph.stream import follow, sink_for
+from tinyagents.graph.stream import follow
 from tinyagents.graph.task_entries import TaskEntries
 from tinyagents.harness.pausing import HoldBelow, join_holds_above
 from tinyagents.protocol.commands import (

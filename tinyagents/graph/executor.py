@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -290,7 +290,7 @@ class GraphRun:
         stream = self.stream
         try:
             while True:
-                step = await self.next()
+                step = await self.advance()
                 if stream is not None:
                     stream.step(self, step)
                 result = step.result
@@ -305,6 +305,18 @@ class GraphRun:
                 reset_scope(token)
 
     async def next(self, *, started: bool = False) -> Step:
+        """``advance``, its final item's ``result.state`` shown as the graph shows it
+        (``shown_state``: an entrypoint's, its function's return value), as ``run`` returns
+        it: the step of ``graph.iter``'s run and its ``supersteps()``."""
+        step = await self.advance(started=started)
+        result = step.result
+        if result is not None:
+            shown = self.graph.shown_state(result.state)
+            if shown is not result.state:
+                step.result = replace(result, state=shown)
+        return step
+
+    async def advance(self, *, started: bool = False) -> Step:
         """Run the next superstep: its ``"applied"`` item (its tasks ran and their writes
         went through the reducers; ``head`` is the new step, saved with a checkpointer), or
         the run's final item, which carries its ``GraphResult``: ``"completed"``,

@@ -13,8 +13,8 @@ without running again (LangGraph's guarantee), and one that had paused on its ow
 
 What a user sees is LangGraph's view, the function's: ``run``'s ``result.state``,
 ``get_state().values`` and ``update_state``'s value are the return value, and a stream's
-items come through ``_EntryStream``, which knows a task call by its graph (``_TaskGraph``)
-and shows it as a task of the entrypoint, as LangGraph's.
+items come through ``EntryStream`` (``graph/func_stream.py``), which knows a task call by its
+graph (``_TaskGraph``) and shows it as a task of the entrypoint, as LangGraph's.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import concurrent.futures
 import functools
 import inspect
 import typing
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
@@ -42,11 +42,8 @@ from tinyagents.graph._context import (
 )
 from tinyagents.graph.builder import StateGraph
 from tinyagents.graph.compiled import CompiledGraph
-from tinyagents.graph.executor import GraphRun
+from tinyagents.graph.func_stream import TASK_ARGS, EntryStream
 from tinyagents.graph.interrupts import Interrupt
-from tinyagents.graph.stream import CACHED_KEY, INTERRUPT_KEY, GraphStream
-from tinyagents.graph.tasks import Task as GraphTask
-from tinyagents.graph.tasks import shown_writes, task_id
 from tinyagents.graph.types import (
     END,
     START,
@@ -103,11 +100,6 @@ def _hints(func: Callable[..., Any]) -> dict[str, Any]:
         return typing.get_type_hints(func)
     except Exception:  # NameError, TypeError ...: read as untyped
         return {}
-
-
-#: The arguments of the task call running in this context: read by the node of the task's
-#: sub-graph, never saved (a resumed call gets them again from the entrypoint's new run).
-_ARGS: ContextVar[tuple[tuple[Any, ...], dict[str, Any]]] = ContextVar("tinyagents_task_args")
 
 
 class _EntryCall:
@@ -191,6 +183,7 @@ class TaskFuture(Generic[T]):
 
 
 class _TaskGraph(CompiledGraph):
+    task_call = True
     """The one-node sub-graph of a ``@task``: a run of it is a task call (what an
     entrypoint's stream knows a task call by, whatever its node's name and writes)."""
 
@@ -228,7 +221,7 @@ class Task(Generic[T]):
         if _is_async(func):
 
             async def node(state: Any) -> dict[str, Any]:
-                args, kwargs = _ARGS.get()
+                args, kwargs = TASK_ARGS.get()
                 return {"output": await func(*args, **kwargs)}
 
         else:
@@ -236,7 +229,7 @@ class Task(Generic[T]):
             async def node(state: Any) -> dict[str, Any]:
                 # on a thread of its own (LangGraph runs sync tasks on threads too): sync
                 # tasks run side by side, and one may wait for a task it calls (.result())
-                args, kwargs = _ARGS.get()
+                args, kwargs = TASK_ARGS.get()
                 token = None
                 if _CALL.get() is None:  # called from a graph node: the loop to run on
                     token = _CALL.set(_EntryCall(asyncio.get_running_loop()))
@@ -292,7 +285,7 @@ class Task(Generic[T]):
         return made
 
     async def _call(self, scope: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
-        _ARGS.set((args, kwargs))  # this asyncio task's own context
+        TASK_ARGS.set((args, kwargs))  # this asyncio task's own context
         result = await calls.run(self.graph, scope, {}, None)
         out: T = result.state["output"]
         return out
@@ -323,140 +316,6 @@ def task(
     return Task(func, name=name, retry=retry_policy)
 
 
-class _EntryStream(GraphStream):
-    """An entrypoint's stream, LangGraph's views (its state is its function's return value;
-    its task calls are tasks of its own Pregel there, no sub-graphs):
-
-    - ``values``: the return value (none before the first step unless the run continues:
-      ``None``, ``Command``), ``{"__interrupt__": (...)}`` when it pauses;
-    - ``updates``: ``{name: return value}``, and each task call's ``{task: result}``;
-    - ``tasks``: the node's input is the run's input, its result ``{"__end__": value}``; a
-      task call's input ``(args, kwargs)``, its result ``{"__return__": result}`` (none for a
-      call that paused: the entrypoint's end asks its question; a call that had finished
-      shows its start again on resume, alone);
-    - a task call's items are its entrypoint's (``()`` with ``subgraphs=True``): it has no
-      state of its own, and its question is asked once, by the entrypoint.
-
-    An entrypoint called inside (``other.ainvoke(...)``) shows the same way in its namespace."""
-
-    __slots__ = ("entries",)
-
-    def __init__(self, mode: str | Iterable[str], *, subgraphs: bool = False) -> None:
-        super().__init__(mode, subgraphs=subgraphs)
-        self.live = True  # a task call's items come while the entrypoint's node still runs
-        #: the namespaces of the entrypoint runs streamed: the top's, and those called inside
-        self.entries: set[str] = set()
-
-    def _caller(self, run: GraphRun) -> str | None:
-        """The namespace of the entrypoint run whose task call ``run`` is (directly, or
-        through tasks calling tasks): its items are that run's. None for any other run (a
-        task called by a graph's node shows as that graph's sub-graph)."""
-        if not isinstance(run.graph, _TaskGraph):
-            return None
-        parent = run.parent
-        while parent is not None and isinstance(parent.graph, _TaskGraph):
-            parent = parent.parent
-        if parent is None or parent.head.ns not in self.entries:
-            return None
-        return parent.head.ns
-
-    def put(self, ns: str, mode: str, payload: Any) -> None:
-        if ns in self.entries:  # an entrypoint's own item: its function's view
-            payload = _entry_view(mode, payload)
-        super().put(ns, mode, payload)
-
-    def step(self, run: GraphRun, step: Any) -> None:
-        if self._caller(run) is None:
-            super().step(run, step)
-
-    def subgraph_started(self, run: GraphRun) -> None:
-        if isinstance(run.graph, Entrypoint):
-            self.entries.add(run.head.ns)
-            if run.input_written is not None:
-                return  # the state before the first step of a new input: LangGraph shows none
-        caller = self._caller(run)
-        if caller is None:
-            super().subgraph_started(run)
-        elif self.tasks and not run.head.frontier and run.input_written is None:
-            # a call that had finished, its saved result returned: LangGraph shows its start
-            # again (its task is scheduled, its write found), with no end
-            node = next(iter(run.graph.nodes))
-            head = run.head
-            payload = {
-                "id": task_id((head.lineage, head.ns, head.step), node, 0),
-                "name": node,
-                "input": _ARGS.get(((), {})),
-            }
-            GraphStream.put(self, caller, "tasks", payload)
-
-    def task_started(self, run: GraphRun, task: GraphTask) -> None:
-        caller = self._caller(run)
-        if caller is None:
-            super().task_started(run, task)
-        elif self.tasks:
-            args, kwargs = _ARGS.get(((), {}))
-            payload = {"id": task.id, "name": task.node, "input": (args, kwargs)}
-            GraphStream.put(self, caller, "tasks", payload)
-
-    def task_finished(self, run: GraphRun, task: GraphTask, error: BaseException | None) -> None:
-        caller = self._caller(run)
-        if caller is None:
-            super().task_finished(run, task, error)
-        elif self.tasks and (task.writes is not None or error is not None):
-            writes = dict(shown_writes(task) or ())
-            payload: dict[str, Any] = {
-                "id": task.id,
-                "name": task.node,
-                "result": {"__return__": writes["output"]} if "output" in writes else {},
-                "error": error,
-                "interrupts": [],
-            }
-            GraphStream.put(self, caller, "tasks", payload)
-
-    def wrote(self, run: GraphRun, task: GraphTask) -> None:
-        caller = self._caller(run)
-        if caller is None:
-            super().wrote(run, task)
-        elif self.updates and task.writes is not None:
-            output = dict(shown_writes(task) or ()).get("output")
-            GraphStream.put(self, caller, "updates", {task.node: output})
-
-    def cached(self, run: GraphRun, task: GraphTask) -> None:
-        caller = self._caller(run)
-        if caller is None:
-            super().cached(run, task)
-        elif self.updates:
-            output = dict(shown_writes(task) or ()).get("output")
-            update = {task.node: output, CACHED_KEY: {"cached": True}}
-            GraphStream.put(self, caller, "updates", update)
-
-    def custom(self, run: GraphRun, task_id: str, value: Any) -> None:
-        caller = self._caller(run)
-        if caller is None:
-            super().custom(run, task_id, value)
-        elif "custom" in self.modes:
-            GraphStream.put(self, caller, "custom", value)
-
-
-def _entry_view(mode: str, payload: Any) -> Any:
-    """An item of the entrypoint's own run as LangGraph shows it (see ``_EntryStream``)."""
-    if mode == "values":
-        if INTERRUPT_KEY in payload:
-            return {INTERRUPT_KEY: payload[INTERRUPT_KEY]}
-        return payload.get("output")
-    if mode == "updates":
-        return {
-            k: v.get("output") if k != INTERRUPT_KEY and isinstance(v, dict) else v
-            for k, v in payload.items()
-        }
-    if mode == "tasks":
-        if "result" not in payload:  # its start: the run's input
-            return {**payload, "input": (payload.get("input") or {}).get("input")}
-        result = payload["result"]
-        return {**payload, "result": {"__end__": result["output"]} if "output" in result else {}}
-    return payload
-
-
 class Entrypoint(CompiledGraph):
     """What ``@entrypoint`` makes: a ``CompiledGraph`` of one node that runs the function.
     ``run(input, thread_id=...)`` passes ``input`` (any value) as the function's first
@@ -466,10 +325,10 @@ class Entrypoint(CompiledGraph):
     saved) is shown as the function's, LangGraph's view: ``result.state`` of ``run`` (and a
     started run's ``RunResult.output``), ``get_state().values`` and ``values`` stream items
     are the return value (the last one, None before it first returned); ``update_state``
-    takes one; the ``updates`` and ``tasks`` stream items are LangGraph's (``_EntryStream``).
+    takes one; the ``updates`` and ``tasks`` stream items are LangGraph's (``EntryStream``).
     ``ainvoke``/``invoke`` return the value alone, or ``{"__interrupt__": [...]}``."""
 
-    stream_class = _EntryStream
+    stream_class = EntryStream
     #: ``stream(...)`` (with ``runtime=`` too, and called inside a node) is of ``updates``
     #: unless ``mode`` says otherwise, as LangGraph's entrypoint streams; a started run's
     #: ``handle.stream()`` keeps its own default, ``values``.
@@ -515,10 +374,22 @@ class Entrypoint(CompiledGraph):
         """As ``CompiledGraph.get_state``, its ``values`` LangGraph's: what the function last
         returned (``final.value``), None before it first returned. Its task has no
         ``state`` with ``subgraphs=True`` (LangGraph's task calls are no sub-graphs), and a
-        finished one's ``result`` is the value it returned."""
+        finished one's ``result`` is the value it returned. The checkpoint of an input (a
+        run's, ``update_state``'s as ``"__input__"``) has the entrypoint ``next``, and as its
+        task (not run from there: no ``result``), as LangGraph's, whose entrypoint reads its
+        input itself (``history`` still names ``__start__``)."""
         snap = await super().get_state(thread_id, checkpoint_id, subgraphs=subgraphs)
-        tasks = tuple(replace(t, states=(), result=_task_result(t.result)) for t in snap.tasks)
-        return replace(snap, values=self.shown_state(snap.values), tasks=tasks)
+        node = next(iter(self.nodes))
+        tasks = tuple(
+            replace(t, states=(), result=_task_result(t.result))
+            if t.name != START
+            else replace(t, name=node, states=(), result=None)
+            for t in snap.tasks
+        )
+        # LangGraph's entrypoint reads its input from __start__ itself: the checkpoint of an
+        # input (a run's, update_state's as "__input__") has the entrypoint next
+        next_ = tuple(node if n == START else n for n in snap.next)
+        return replace(snap, values=self.shown_state(snap.values), next=next_, tasks=tasks)
 
     async def update_state(
         self,

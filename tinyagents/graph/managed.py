@@ -30,7 +30,7 @@ async def drive(run: GraphRun, steering: GraphSteering, events: GraphEvents) -> 
         if run.failure is None:
             await steering.boundary(run)
         while True:
-            step = await run.next()
+            step = await run.advance()
             if isinstance(step.error, RunCancelled) and run.cancelling:  # immediate cancel
                 stopped = step.error
                 step.error = await steering.settle_cancel(run, stopped)

@@ -1,6 +1,6 @@
 """Streaming a graph run: what ``graph.stream(...)`` and ``handle.stream(...)`` yield.
 
-A ``GraphStream`` is the run's ``StreamSink``: it turns the steps of ``GraphRun.next()``
+A ``GraphStream`` is the run's ``StreamSink``: it turns the steps of ``GraphRun.advance()``
 (``values``, ``updates``), the task hooks (``tasks``), the values nodes emit (``custom``) and
 the runtime's events (``steering``, ``messages``) into stream items, LangGraph's shapes:
 one mode gives payloads, several give ``(mode, payload)``, ``subgraphs=True`` puts the
@@ -85,15 +85,6 @@ class _GraphsMode:
 #: ``mode``'s default in ``graph.stream``: the graph's ``stream_mode`` (``"values"``; an
 #: entrypoint's ``"updates"``, as LangGraph's).
 GRAPHS_MODE: Any = _GraphsMode()
-
-
-def sink_for(graph: Any, mode: str | Iterable[str], subgraphs: bool) -> GraphStream:
-    """The stream sink of a run of ``graph`` (its ``stream_class``, else ``GraphStream``), of
-    ``mode`` (``GRAPHS_MODE``: the graph's ``stream_mode``)."""
-    if mode is GRAPHS_MODE:
-        mode = graph.stream_mode
-    made: GraphStream = (graph.stream_class or GraphStream)(mode, subgraphs=subgraphs)
-    return made
 
 
 def namespace(ns: str) -> tuple[str, ...]:
@@ -399,7 +390,7 @@ async def read(
 ) -> AsyncGenerator[Any, None]:
     """The stream of the run ``prepare`` makes (inside ``hold``: a thread's lease).
 
-    Without a live mode the reader's own task steps the run (``run.next()``) and yields each
+    Without a live mode the reader's own task steps the run (``run.advance()``) and yields each
     step's items; a failed node's error is raised after the items that came before it.
     With one, the run goes into its own task (``live``). ``also`` gets the run's steps too
     (the stream of the run that called this one as a sub-graph)."""
@@ -428,7 +419,7 @@ async def read(
             # generator in another context, where a token from this one cannot be reset
             token = set_scope(unsaved_scope(run.unsaved_by)) if unsaved else None
             try:
-                step = await run.next()
+                step = await run.advance()
             finally:
                 if token is not None:
                     reset_scope(token)
@@ -553,6 +544,5 @@ __all__ = [
     "namespace",
     "parse_modes",
     "read",
-    "sink_for",
     "snapshot",
 ]

@@ -1,0 +1,192 @@
+"""The stream sinks of graph runs (``sink_for``), and ``EntryStream``, which shows an
+entrypoint's runs and its task calls as LangGraph's functional API streams them
+(``graph/func.py``): its state is its function's return value, its task calls are tasks of
+its own. A graph streamed with ``subgraphs=True`` shows an entrypoint inside it (a node, a
+call from a node) that way too: its ``SubgraphsStream`` becomes an ``EntryStream`` when one
+starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from contextvars import ContextVar
+from typing import Any
+
+from tinyagents.graph.executor import GraphRun
+from tinyagents.graph.stream import CACHED_KEY, GRAPHS_MODE, INTERRUPT_KEY, GraphStream
+from tinyagents.graph.tasks import Task as GraphTask
+from tinyagents.graph.tasks import shown_writes, task_id
+
+#: The arguments of the task call running in this context: read by the node of the task's
+#: sub-graph, never saved (a resumed call gets them again from the entrypoint's new run).
+TASK_ARGS: ContextVar[tuple[tuple[Any, ...], dict[str, Any]]] = ContextVar("tinyagents_task_args")
+
+
+class SubgraphsStream(GraphStream):
+    """The ``subgraphs=True`` stream of a graph that is no entrypoint: a ``GraphStream``
+    until an entrypoint runs inside it (a node, a call from a node), then an ``EntryStream``
+    (its class changed in place, the slots are the same), which shows that entrypoint's items
+    as its own stream would. Until then no hook of it costs more than a ``GraphStream``'s."""
+
+    __slots__ = ("entries",)
+
+    def __init__(self, mode: str | Iterable[str], *, subgraphs: bool = False) -> None:
+        super().__init__(mode, subgraphs=subgraphs)
+        #: the namespaces of the entrypoint runs streamed: the top's, and those called inside
+        self.entries: set[str] = set()
+
+    def subgraph_started(self, run: GraphRun) -> None:
+        if run.graph.stream_class is EntryStream:  # an entrypoint's run
+            self.__class__ = EntryStream
+            self.subgraph_started(run)
+        else:
+            super().subgraph_started(run)
+
+
+class EntryStream(SubgraphsStream):
+    """An entrypoint's stream, LangGraph's views (its state is its function's return value;
+    its task calls are tasks of its own Pregel there, no sub-graphs):
+
+    - ``values``: the return value (none before the first step unless the run continues:
+      ``None``, ``Command``), ``{"__interrupt__": (...)}`` when it pauses;
+    - ``updates``: ``{name: return value}``, and each task call's ``{task: result}``;
+    - ``tasks``: the node's input is the run's input, its result ``{"__end__": value}``; a
+      task call's input ``(args, kwargs)``, its result ``{"__return__": result}`` (none for a
+      call that paused: the entrypoint's end asks its question; a call that had finished
+      shows its start again on resume, alone);
+    - a task call's items are its entrypoint's (``()`` with ``subgraphs=True``): it has no
+      state of its own, and its question is asked once, by the entrypoint.
+
+    An entrypoint called inside (``other.ainvoke(...)``) shows the same way in its namespace."""
+
+    __slots__ = ()
+
+    def __init__(self, mode: str | Iterable[str], *, subgraphs: bool = False) -> None:
+        super().__init__(mode, subgraphs=subgraphs)
+        self.live = True  # a task call's items come while the entrypoint's node still runs
+
+    def _caller(self, run: GraphRun) -> str | None:
+        """The namespace of the entrypoint run whose task call ``run`` is (directly, or
+        through tasks calling tasks): its items are that run's. None for any other run (a
+        task called by a graph's node shows as that graph's sub-graph)."""
+        if not run.graph.task_call:
+            return None
+        parent = run.parent
+        while parent is not None and parent.graph.task_call:
+            parent = parent.parent
+        if parent is None or parent.head.ns not in self.entries:
+            return None
+        return parent.head.ns
+
+    def put(self, ns: str, mode: str, payload: Any) -> None:
+        if ns in self.entries:  # an entrypoint's own item: its function's view
+            payload = entry_view(mode, payload)
+        super().put(ns, mode, payload)
+
+    def step(self, run: GraphRun, step: Any) -> None:
+        if self._caller(run) is None:
+            super().step(run, step)
+
+    def subgraph_started(self, run: GraphRun) -> None:
+        if run.graph.stream_class is EntryStream:  # an entrypoint's run
+            self.entries.add(run.head.ns)
+            if run.input_written is not None:
+                return  # the state before the first step of a new input: LangGraph shows none
+        caller = self._caller(run)
+        if caller is None:
+            GraphStream.subgraph_started(self, run)  # (not the change to this class)
+        elif self.tasks and not run.head.frontier and run.input_written is None:
+            # a call that had finished, its saved result returned: LangGraph shows its start
+            # again (its task is scheduled, its write found), with no end
+            node = next(iter(run.graph.nodes))
+            head = run.head
+            payload = {
+                "id": task_id((head.lineage, head.ns, head.step), node, 0),
+                "name": node,
+                "input": TASK_ARGS.get(((), {})),
+            }
+            GraphStream.put(self, caller, "tasks", payload)
+
+    def task_started(self, run: GraphRun, task: GraphTask) -> None:
+        caller = self._caller(run)
+        if caller is None:
+            super().task_started(run, task)
+        elif self.tasks:
+            args, kwargs = TASK_ARGS.get(((), {}))
+            payload = {"id": task.id, "name": task.node, "input": (args, kwargs)}
+            GraphStream.put(self, caller, "tasks", payload)
+
+    def task_finished(self, run: GraphRun, task: GraphTask, error: BaseException | None) -> None:
+        caller = self._caller(run)
+        if caller is None:
+            super().task_finished(run, task, error)
+        elif self.tasks and (task.writes is not None or error is not None):
+            writes = dict(shown_writes(task) or ())
+            payload: dict[str, Any] = {
+                "id": task.id,
+                "name": task.node,
+                "result": {"__return__": writes["output"]} if "output" in writes else {},
+                "error": error,
+                "interrupts": [],
+            }
+            GraphStream.put(self, caller, "tasks", payload)
+
+    def wrote(self, run: GraphRun, task: GraphTask) -> None:
+        caller = self._caller(run)
+        if caller is None:
+            super().wrote(run, task)
+        elif self.updates and task.writes is not None:
+            output = dict(shown_writes(task) or ()).get("output")
+            GraphStream.put(self, caller, "updates", {task.node: output})
+
+    def cached(self, run: GraphRun, task: GraphTask) -> None:
+        caller = self._caller(run)
+        if caller is None:
+            super().cached(run, task)
+        elif self.updates:
+            output = dict(shown_writes(task) or ()).get("output")
+            update = {task.node: output, CACHED_KEY: {"cached": True}}
+            GraphStream.put(self, caller, "updates", update)
+
+    def custom(self, run: GraphRun, task_id: str, value: Any) -> None:
+        caller = self._caller(run)
+        if caller is None:
+            super().custom(run, task_id, value)
+        elif "custom" in self.modes:
+            GraphStream.put(self, caller, "custom", value)
+
+
+def entry_view(mode: str, payload: Any) -> Any:
+    """An item of the entrypoint's own run as LangGraph shows it (see ``_EntryStream``)."""
+    if mode == "values":
+        if INTERRUPT_KEY in payload:
+            return {INTERRUPT_KEY: payload[INTERRUPT_KEY]}
+        return payload.get("output")
+    if mode == "updates":
+        return {
+            k: v.get("output") if k != INTERRUPT_KEY and isinstance(v, dict) else v
+            for k, v in payload.items()
+        }
+    if mode == "tasks":
+        if "result" not in payload:  # its start: the run's input
+            return {**payload, "input": (payload.get("input") or {}).get("input")}
+        result = payload["result"]
+        return {**payload, "result": {"__end__": result["output"]} if "output" in result else {}}
+    return payload
+
+
+def sink_for(graph: Any, mode: str | Iterable[str], subgraphs: bool) -> GraphStream:
+    """The stream sink of a run of ``graph`` (its ``stream_class``, else ``GraphStream``; with
+    ``subgraphs=True`` a ``SubgraphsStream``, for the entrypoints that may run inside it), of
+    ``mode`` (``GRAPHS_MODE``: the graph's ``stream_mode``)."""
+    if mode is GRAPHS_MODE:
+        mode = graph.stream_mode
+    if graph.stream_class is not None:
+        made: GraphStream = graph.stream_class(mode, subgraphs=subgraphs)
+        return made
+    if subgraphs:  # an entrypoint inside shows its items with the sub-graphs' ones
+        return SubgraphsStream(mode, subgraphs=True)
+    return GraphStream(mode)
+
+
+__all__ = ["TASK_ARGS", "EntryStream", "SubgraphsStream", "entry_view", "sink_for"]
