@@ -60,10 +60,12 @@ Each test is a probe that found something (named in its comment). What was probe
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 from typing import Annotated, Any, TypedDict
 
 import pytest
+from pydantic import BaseModel
 
 from tinyagents import Agent, RunStatus, Runtime
 from tinyagents.errors import GraphValidationError
@@ -253,6 +255,61 @@ async def test_a_one_shot_iterator_in_a_list_or_dict_fails_the_node_too(
 
     builder = StateGraph(_Two).add_node("a", lambda s: {"x": _NESTINGS[nest](_one_shots()[index])})
     builder.add_node("b", read)
+    builder.add_edge(START, "a").add_edge("a", "b").add_edge("b", END)
+    assert (await builder.compile().run({"x": None})).state["y"] == [0, 1, 2]
+    graph = builder.compile(checkpointer=MemoryCheckpointer())
+    result = await graph.run({"x": None}, thread_id="t-1")
+    assert result.status == "failed"
+    assert "cannot checkpoint 'x'" in str(result.error) and "one-shot iterator" in str(result.error)
+    snapshot = await graph.get_state("t-1")
+    assert snapshot.next == ("a",) and snapshot.values == {"x": None}  # nothing of it saved
+
+
+@dataclasses.dataclass
+class _Box:
+    item: Any
+
+
+class _Model(BaseModel):
+    item: Any
+
+
+class _Open(BaseModel, extra="allow"):
+    pass
+
+
+_HOLDERS = {
+    "set": lambda it: {1, it},
+    "frozenset": lambda it: frozenset([it]),
+    "dataclass": _Box,
+    "pydantic": lambda it: _Model(item=it),
+    "pydantic_extra": lambda it: _Open(item=it),
+    "deep": lambda it: {"k": [_Box(item=(0, _Model(item={it})))]},
+}
+
+
+def _inside(value: Any) -> list[Any]:
+    """The items of the one-shot iterator inside ``value`` (read, so used up)."""
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _inside(v)]
+    if isinstance(value, list | tuple | set | frozenset):
+        return [x for v in value for x in _inside(v)]
+    if isinstance(value, _Box):
+        return _inside(value.item)
+    if isinstance(value, BaseModel):
+        return _inside(value.__dict__ | (value.__pydantic_extra__ or {}))
+    return [] if isinstance(value, int) else list(value)
+
+
+@pytest.mark.parametrize("holder", sorted(_HOLDERS))
+@pytest.mark.parametrize("index", range(4), ids=["generator", "list_iterator", "map", "reversed"])
+async def test_a_one_shot_iterator_in_a_set_dataclass_or_model_fails_the_node_too(
+    index: int, holder: str
+) -> None:
+    # as in a dict, list or tuple: the save used it up (pydantic writes a set, a dataclass's
+    # and a model's fields, item by item), and the next node read it empty
+    builder = StateGraph(_Two).add_node("a", lambda s: {"x": _HOLDERS[holder](_one_shots()[index])})
+    builder.add_node("b", lambda s: {"y": _inside(s["x"])})
     builder.add_edge(START, "a").add_edge("a", "b").add_edge("b", END)
     assert (await builder.compile().run({"x": None})).state["y"] == [0, 1, 2]
     graph = builder.compile(checkpointer=MemoryCheckpointer())

@@ -65,11 +65,8 @@ def encode(value: Any, what: str = "a value") -> Any:
     no checkpoint can hold is an ``InvalidUpdateError`` naming ``what`` it is (a key). A lone
     surrogate (half a UTF-16 pair, from a model's or a tool's text) is kept, in a dict's key
     as in a value: the checkpoint's JSON writes it as its ``\\ud800`` escape."""
-    kind = type(value)
-    if kind in _NESTS:
+    if type(value) not in _LEAVES:
         _one_shot_in(value, what)
-    elif kind not in _PLAIN and hasattr(kind, "__next__"):
-        _refuse_one_shot(value, what)
     try:
         try:
             return to_jsonable_python(value, fallback=_unencodable)
@@ -88,18 +85,16 @@ def encode(value: Any, what: str = "a value") -> Any:
 _PLAIN: Final = frozenset({str, int, float, bool, type(None), dict, list, tuple})
 
 
-#: The containers ``encode`` looks into for a one-shot iterator (pydantic writes one found
-#: at any depth as a list, using it up, as it does one at the top).
-_NESTS: Final = frozenset({dict, list, tuple})
 #: The types with nothing inside: a long list of only these is passed over at C speed.
 _LEAVES: Final = frozenset({str, int, float, bool, type(None)})
 
 
 def _one_shot_in(value: Any, what: str) -> None:
-    """Refuse a one-shot iterator at any depth of plain dicts, lists and tuples (a dict's
-    values; its keys are text). One loop over the items, nothing copied: an item of a
-    ``_PLAIN`` type costs a set look-up, and a list or tuple of more than 16 items that
-    holds only ``_LEAVES`` (numbers, text) is not walked at all."""
+    """Refuse a one-shot iterator at any depth of dicts, lists, tuples, sets, dataclasses and
+    pydantic models (what pydantic writes item by item, using an iterator up, as it does one
+    at the top; a dict's values: its keys are text). One loop over the items, nothing
+    copied: an item of a ``_PLAIN`` type costs a set look-up, and a list or tuple of more
+    than 16 items that holds only ``_LEAVES`` (numbers, text) is not walked at all."""
     stack = [value]
     pop, push = stack.pop, stack.extend
     leaves_only = _LEAVES.issuperset
@@ -111,8 +106,52 @@ def _one_shot_in(value: Any, what: str) -> None:
         elif kind is list or kind is tuple:
             if len(item) <= 16 or not leaves_only(map(type, item)):
                 push(item)
-        elif kind not in _PLAIN and hasattr(kind, "__next__"):
-            _refuse_one_shot(item, what)
+        elif kind in _PLAIN:
+            continue
+        else:
+            how = _INSIDE.get(kind, _UNSEEN)
+            if how is _UNSEEN:
+                how = _inside(kind)
+            if how is None:
+                continue
+            if how is _ONE_SHOT:
+                _refuse_one_shot(item, what)
+            elif how is _ITEMS:
+                push(item)
+            elif how is _VALUES:
+                push(item.values())
+            elif how is _MODEL:
+                push(item.__dict__.values())
+                if item.__pydantic_extra__:
+                    push(item.__pydantic_extra__.values())
+            else:  # a dataclass's field names
+                push(getattr(item, name) for name in how)
+
+
+#: What ``_one_shot_in`` looks into, per type not ``_PLAIN``: read once per type (``_inside``).
+_INSIDE: dict[type, Any] = {}
+_UNSEEN, _ONE_SHOT, _ITEMS, _VALUES, _MODEL = (object() for _ in range(5))
+
+
+def _inside(kind: type) -> Any:
+    """How ``_one_shot_in`` looks into a ``kind`` (a one-shot iterator is refused; None: it
+    holds nothing pydantic writes item by item), kept in ``_INSIDE`` (emptied past 1,024
+    types: classes made on the fly come and go)."""
+    how: Any = None
+    if hasattr(kind, "__next__"):
+        how = _ONE_SHOT
+    elif issubclass(kind, (set, frozenset, list, tuple)):
+        how = _ITEMS
+    elif issubclass(kind, dict):
+        how = _VALUES
+    elif issubclass(kind, BaseModel):
+        how = _MODEL
+    elif dataclasses.is_dataclass(kind):
+        how = tuple(f.name for f in dataclasses.fields(kind))
+    if len(_INSIDE) >= 1024:
+        _INSIDE.clear()
+    _INSIDE[kind] = how
+    return how
 
 
 def _refuse_one_shot(value: Any, what: str) -> None:

@@ -181,7 +181,7 @@ class GraphCore:
     """A validated graph's structure and options; ``CompiledGraph`` is the runnable one."""
 
     #: The ``StreamSink`` class of its streams (``graph.stream``, ``handle.stream``): None for
-    #: ``GraphStream`` (``EntryStream`` with ``subgraphs=True``: ``graph/func_stream.py``); an
+    #: ``GraphStream`` (``SubgraphsStream`` with ``subgraphs=True``: ``graph/func_stream.py``); an
     #: ``Entrypoint``'s shows its function's values (``graph/func.py``).
     stream_class: Any = None
     #: The mode of its streams when ``mode=`` is not given (LangGraph's ``stream_mode``):
