@@ -68,7 +68,7 @@ import pytest
 from pydantic import BaseModel
 
 from tinyagents import Agent, RunStatus, Runtime
-from tinyagents.errors import GraphValidationError
+from tinyagents.errors import GraphValidationError, InvalidUpdateError
 from tinyagents.events import Event, EventBus, RunEvent
 from tinyagents.graph import END, START, Send, StateGraph
 from tinyagents.protocol import SteeringCommand
@@ -316,6 +316,32 @@ async def test_a_one_shot_iterator_in_a_set_dataclass_or_model_fails_the_node_to
     result = await graph.run({"x": None}, thread_id="t-1")
     assert result.status == "failed"
     assert "cannot checkpoint 'x'" in str(result.error) and "one-shot iterator" in str(result.error)
+    snapshot = await graph.get_state("t-1")
+    assert snapshot.next == ("a",) and snapshot.values == {"x": None}  # nothing of it saved
+
+
+def _cycles() -> dict[str, Any]:
+    looped: list[Any] = [1]
+    looped.append(looped)
+    mapping: dict[str, Any] = {"k": 1}
+    mapping["self"] = [mapping]
+    box = _Box(item=None)
+    box.item = {"back": box}
+    return {"list": looped, "dict": mapping, "dataclass": box}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("shape", ["list", "dict", "dataclass"])
+async def test_a_value_that_holds_itself_fails_the_node_and_does_not_hang(shape: str) -> None:
+    # the search for one-shot iterators went round the cycle for good (the save never
+    # reached pydantic, which says "Circular reference detected"): the run hung
+    builder = StateGraph(_Two).add_node("a", lambda s: {"x": _cycles()[shape]})
+    builder.add_edge(START, "a").add_edge("a", END)
+    graph = builder.compile(checkpointer=MemoryCheckpointer())
+    result = await graph.run({"x": None}, thread_id="t-1")
+    assert result.status == "failed"
+    assert isinstance(result.error, InvalidUpdateError)
+    assert "cannot checkpoint 'x'" in str(result.error) and "ircular" in str(result.error)
     snapshot = await graph.get_state("t-1")
     assert snapshot.next == ("a",) and snapshot.values == {"x": None}  # nothing of it saved
 

@@ -89,25 +89,37 @@ _PLAIN: Final = frozenset({str, int, float, bool, type(None), dict, list, tuple}
 _LEAVES: Final = frozenset({str, int, float, bool, type(None)})
 
 
-def _one_shot_in(value: Any, what: str) -> None:
+def _one_shot_in(value: Any, what: str, seen: set[int] | None = None) -> None:
     """Refuse a one-shot iterator at any depth of dicts, lists, tuples, sets, dataclasses and
     pydantic models (what pydantic writes item by item, using an iterator up, as it does one
     at the top; a dict's values: its keys are text). One loop over the items, nothing
-    copied: an item of a ``_PLAIN`` type costs a set look-up, and a list or tuple of more
-    than 16 items that holds only ``_LEAVES`` (numbers, text) is not walked at all."""
+    copied: an item of a ``_LEAVES`` type costs a set look-up, and a list or tuple of more
+    than 16 items that holds only ``_LEAVES`` (numbers, text) is not walked at all. A value
+    that holds itself would keep the walk going round for good: past ``_WALKED_AT_MOST``
+    containers it starts again, this time passing over any container it has ``seen``
+    (pydantic then refuses the cycle, "Circular reference detected")."""
     stack = [value]
     pop, push = stack.pop, stack.extend
     leaves_only = _LEAVES.issuperset
+    walked = 0  # containers opened: past _WALKED_AT_MOST, the walk starts again minding cycles
     while stack:
         item = pop()
         kind = type(item)
+        if kind in _LEAVES:
+            continue
+        if seen is not None:
+            if id(item) in seen:
+                continue  # looked into already: a cycle (pydantic refuses it) or a shared value
+            seen.add(id(item))
+        else:
+            walked += 1
+            if walked > _WALKED_AT_MOST:
+                return _one_shot_in(value, what, set())
         if kind is dict:
             push(item.values())
         elif kind is list or kind is tuple:
             if len(item) <= 16 or not leaves_only(map(type, item)):
                 push(item)
-        elif kind in _PLAIN:
-            continue
         else:
             how = _INSIDE.get(kind, _UNSEEN)
             if how is _UNSEEN:
@@ -126,6 +138,10 @@ def _one_shot_in(value: Any, what: str) -> None:
                     push(item.__pydantic_extra__.values())
             else:  # a dataclass's field names
                 push(getattr(item, name) for name in how)
+
+
+#: How many containers ``_one_shot_in`` opens before it minds cycles (a value holding itself).
+_WALKED_AT_MOST: Final = 10_000
 
 
 #: What ``_one_shot_in`` looks into, per type not ``_PLAIN``: read once per type (``_inside``).
