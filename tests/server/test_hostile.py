@@ -184,7 +184,7 @@ async def test_a_field_of_the_wrong_type_or_shape_is_422(
     ("field", "value", "says"),
     [
         ("correlation_id", "", "at least 1 character"),
-        ("correlation_id", "c" * 201, "at most 200 characters"),
+        ("correlation_id", "c" * 201, "201 characters; at most 200"),  # the id rule's words
         ("checkpoint_id", "", "at least 1 character"),
     ],
 )

@@ -499,7 +499,7 @@ def test_text_of_invisible_characters_only_is_blank(text: str) -> None:
         (" ", "blank"),
         ("\u200b", "U+200B"),  # zero-width space
         ("run\u202eevil", "U+202E"),  # right-to-left override: shows another id
-        ("a\tb", "U+0009"),
+        ("a\tb", "control character"),  # the id rule's words (fifth hostile round)
         ("c" * 201, "201 characters; at most 200"),
     ],
 )

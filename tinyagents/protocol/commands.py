@@ -505,8 +505,8 @@ def _text_problem(values: dict[str, Any]) -> str | None:
         if type(value) is str and not value.isascii() and not _utf8(value):
             return f"invalid command: {name}: {_NOT_UTF8}"
     cid = values.get("correlation_id")
-    if type(cid) is str and (len(cid) > MAX_CORRELATION_ID or not cid.isprintable()):
-        return f"invalid command: correlation_id: {_id_problem(cid)}"
+    if type(cid) is str and (problem := correlation_id_problem(cid)) is not None:
+        return f"invalid command: correlation_id: {problem}"
     if type(cid) is str and not cid.strip():
         return "invalid command: correlation_id: blank; leave it out for a generated one"
     for name in ("target", "actor", "policy_ref"):
@@ -624,18 +624,19 @@ class SteeringPolicyRef(_CommandPart):
     version: str | None = None
 
 
-#: The longest correlation id: it is quoted back in receipts, events and the audit trail.
+#: The longest correlation id: it is quoted back in receipts, events and the audit trail, and
+#: stored beside its sender's scope in one index row (shorter than ``MAX_ID_LENGTH``).
 MAX_CORRELATION_ID = 200
 
 
-def _id_problem(cid: str) -> str:
+def correlation_id_problem(cid: str) -> str | None:
+    """What breaks the id rule (``tinyagents.protocol.ids``) in a correlation id, or None: the
+    rule every id keeps, at most ``MAX_CORRELATION_ID`` characters long. A rule of its own
+    (``str.isprintable``) refused a no-break space the id rule takes and took a soft hyphen
+    and a Hangul filler (shown as nothing) the id rule refuses."""
     if len(cid) > MAX_CORRELATION_ID:
-        return f"{len(cid)} characters; at most {MAX_CORRELATION_ID}"
-    odd = next(c for c in cid if not c.isprintable())
-    return (
-        f"holds the unprintable character U+{ord(odd):04X} (a control, format or "
-        "separator character: invisible where the id is shown); use printable text"
-    )
+        return f"{len(cid):,} characters; at most {MAX_CORRELATION_ID}"
+    return id_problem(cid)
 
 
 def _new_correlation_id() -> str:

@@ -72,6 +72,7 @@ from tinyagents.errors import (
 )
 from tinyagents.events.models import surrogates_escaped
 from tinyagents.protocol.commands import (
+    MAX_CORRELATION_ID,
     MAX_PROBLEMS,
     ReceiptStatus,
     SteeringCommand,
@@ -79,6 +80,7 @@ from tinyagents.protocol.commands import (
     SteeringKind,
     SteeringPriority,
     SteeringReceipt,
+    correlation_id_problem,
     quoted_name,
     shows_nothing,
 )
@@ -197,10 +199,13 @@ Priority = Annotated[
 ]
 
 
-def _no_nul(value: str) -> str:
-    # PostgreSQL refuses NUL in text: an id holding one could never be stored or looked up.
-    if "\x00" in value:
-        raise ValueError("must not contain a NUL character")
+def _a_correlation_id(value: str) -> str:
+    """``value`` if it keeps the id rule as a command's correlation id does
+    (``correlation_id_problem``), else a 422 that says which part it breaks: the body's type
+    refused only NUL, and its schema said nothing of the rest."""
+    problem = correlation_id_problem(value)
+    if problem is not None:
+        raise PydanticCustomError("id_rule", "breaks the id rule: {problem}", {"problem": problem})
     return value
 
 
@@ -254,7 +259,12 @@ QueryBool = Annotated[bool, PlainValidator(_a_boolean), WithJsonSchema({"type": 
 # The bounds inside the type, before the check: put on the ``... | None`` field they applied
 # after it, and a blank id was "Value should have at least 1 item after validation, not 0".
 CorrelationId = Annotated[
-    str, StringConstraints(min_length=1, max_length=200), AfterValidator(_no_nul)
+    str,
+    StringConstraints(min_length=1),
+    AfterValidator(_a_correlation_id),
+    WithJsonSchema(
+        {"type": "string", "minLength": 1, "maxLength": MAX_CORRELATION_ID, "pattern": ID_PATTERN}
+    ),
 ]
 CheckpointId = Annotated[
     str,

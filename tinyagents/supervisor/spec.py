@@ -498,22 +498,8 @@ class SupervisorSpec(_Strict):
     ) -> SupervisorSpec:
         """Validate already-parsed data; ``lines`` maps key paths to YAML lines."""
         lines = lines or {}
-        prefix: tuple[str | int, ...] = ()
         source = None if name == "<yaml>" else name
-        beside = wrapper_problem(data)
-        if beside is not None:
-            raise SupervisorSpecError(beside, line=lines.get(("supervisor",)), source=source)
-        if isinstance(data, dict) and set(data) == {"supervisor"}:
-            data, prefix = data["supervisor"], ("supervisor",)
-        if data is None:
-            data = {}
-        if not isinstance(data, dict):
-            raise SupervisorSpecError(
-                "a supervisor spec is a mapping of keys (rules, on_violation, ...), "
-                f"got {type(data).__name__}",
-                line=lines.get(prefix),
-                source=source,
-            )
+        data, prefix = spec_mapping(data, lines, source)
         try:
             return cls.model_validate(data, context={"base_dir": base_dir})
         except SupervisorSpecError as exc:
@@ -536,6 +522,38 @@ def resolved(path: Path, what: str) -> Path:
         raise SupervisorSpecError(f"cannot resolve {what} {str(path)!r}: a symlink loop") from None
     except OSError as exc:
         raise SupervisorSpecError(f"cannot resolve {what} {str(path)!r}: {exc.strerror}") from None
+
+
+def spec_mapping(
+    data: Any, lines: dict[tuple[str | int, ...], int], source: str | None
+) -> tuple[dict[Any, Any], tuple[str | int, ...]]:
+    """The mapping of a spec's keys in parsed YAML ``data``, unwrapped from a ``supervisor:``
+    key, and the key path it is under; a ``SupervisorSpecError`` if it is none. An empty
+    document (no text, only comments, ``null``, ``---``, an empty ``supervisor:``) is one:
+    it loaded as a spec of defaults, so a file truncated by a failed copy supervised nothing
+    and said nothing. ``{}`` asks for the defaults in so many words."""
+    beside = wrapper_problem(data)
+    if beside is not None:
+        raise SupervisorSpecError(beside, line=lines.get(("supervisor",)), source=source)
+    prefix: tuple[str | int, ...] = ()
+    if isinstance(data, dict) and set(data) == {"supervisor"}:
+        data, prefix = data["supervisor"], ("supervisor",)
+    if data is None:
+        raise SupervisorSpecError(
+            "the spec is empty (no keys, or null"
+            + (" under 'supervisor'" if prefix else "")
+            + "): write its keys (rules, on_violation, ...), or {} for the defaults",
+            line=lines.get(prefix),
+            source=source,
+        )
+    if not isinstance(data, dict):
+        raise SupervisorSpecError(
+            "a supervisor spec is a mapping of keys (rules, on_violation, ...), "
+            f"got {type(data).__name__}",
+            line=lines.get(prefix),
+            source=source,
+        )
+    return data, prefix
 
 
 def wrapper_problem(data: Any) -> str | None:
@@ -656,14 +674,27 @@ def describe_error(err: Any) -> str:
         msg = msg.removeprefix("Value error, ")
     if not err["loc"]:  # a check of the whole spec: its input is the spec, not one value
         return f"{where}: {msg}"
-    got = repr(err.get("input"))
-    if len(got) > _QUOTED:
-        got = f"{got[:_QUOTED]}… ({len(got):,} characters)"
-    return f"{where}: {msg} (got {got})"
+    return f"{where}: {msg} (got {quoted(err.get('input'))})"
 
 
 #: How much of a wrong value an error message quotes.
 _QUOTED = 120
+
+
+def quoted(value: Any) -> str:
+    """``value`` as a spec error quotes it: its ``repr``, cut to ``_QUOTED`` characters
+    (saying how long it was). An integer Python will not print (past 4,300 digits: in a spec
+    from Python, or one YAML wrote in hex or octal) is named by its size: printing it raised
+    out of pydantic's validation, as its raw ``ValidationError``."""
+    try:
+        got = repr(value)
+    except ValueError:
+        if not isinstance(value, int):
+            raise
+        return f"an integer of about {int(value.bit_length() * 0.30103):,} digits"
+    if len(got) > _QUOTED:
+        got = f"{got[:_QUOTED]}… ({len(got):,} characters)"
+    return got
 
 
 def read_source(source: str | Path) -> tuple[str, Path | None, str]:
@@ -853,7 +884,7 @@ def _loader() -> Any:
             except yaml.YAMLError:
                 raise
             except (ValueError, TypeError, KeyError, AttributeError, IndexError):
-                what = repr(node.value) if isinstance(node, yaml.ScalarNode) else f"a {node.id}"
+                what = quoted(node.value) if isinstance(node, yaml.ScalarNode) else f"a {node.id}"
                 tag = node.tag.replace("tag:yaml.org,2002:", "!!")
                 raise yaml.constructor.ConstructorError(
                     None,

@@ -39,7 +39,7 @@ from tinyagents.supervisor.spec import (
     not_a_file,
     parse_yaml,
     read_source,
-    wrapper_problem,
+    spec_mapping,
     yaml_loc,
 )
 
@@ -54,22 +54,10 @@ def validate_file(source: str | Path) -> list[Finding]:
         data, lines = parse_yaml(text, name)
     except SupervisorSpecError as exc:
         return [Finding("error", exc.problem, exc.line)]
-    beside = wrapper_problem(data)
-    if beside is not None:
-        return [Finding("error", beside, lines.get(("supervisor",)))]
-    prefix: tuple[str, ...] = ()
-    if isinstance(data, dict) and set(data) == {"supervisor"}:
-        data, prefix = data["supervisor"], ("supervisor",)
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        return [
-            Finding(
-                "error",
-                f"a supervisor spec is a mapping of keys, got {type(data).__name__}",
-                lines.get(prefix),
-            )
-        ]
+    try:
+        data, prefix = spec_mapping(data, lines, None)
+    except SupervisorSpecError as exc:
+        return [Finding("error", exc.problem, exc.line)]
     try:
         spec = SupervisorSpec.model_validate(data, context={"base_dir": base_dir})
     except SupervisorSpecError as exc:
