@@ -636,6 +636,8 @@ def correlation_id_problem(cid: str) -> str | None:
     and a Hangul filler (shown as nothing) the id rule refuses."""
     if len(cid) > MAX_CORRELATION_ID:
         return f"{len(cid):,} characters; at most {MAX_CORRELATION_ID}"
+    if cid.isascii() and cid.isprintable():  # most ids: nothing the rule refuses is here
+        return None
     return id_problem(cid)
 
 
