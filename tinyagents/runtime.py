@@ -1131,13 +1131,22 @@ class Runtime:
         """Add a run to the tree and give it its steering inbox (execution layer).
         ``continued``: the run goes on from an earlier process (a graph run whose id came
         from its thread's checkpoints): the commands the store has open for it that this
-        runtime has not seen wait for it too (``_take_over``)."""
+        runtime has not seen wait for it too (``_take_over``), and its driver gets back what
+        the earlier process applied (``RunDriver.restore``: a pause that still held it)."""
         self.require_open()
         self._on_own_loop("registering a run (rt.register(), graph.run(runtime=rt), ...)")
         if continued and self._durable:
-            run_id = handle.run_id
-            self._take_over(await self.store.run_commands(run_id, states=_OPEN_STATES), run_id)
+            run_id, tenant_id = handle.run_id, handle.info.tenant_id
+            logged = await self.store.run_commands(run_id, states=_APPLIED_OR_OPEN)
             self.require_open()
+            self._take_over([c for c in logged if c.state != "applied"], run_id)
+            applied = [
+                c.command
+                for c in logged
+                if c.state == "applied" and sender_tenant(c.command.actor) in (None, tenant_id)
+            ]
+            if applied:  # a pause that still held it comes back
+                handle.driver.restore(applied)
         self.runs.register(handle)
         await self.router.attach(handle, redirect_conflict=redirect_conflict)
         if self._supervisor is not None or self.runs.supervisor_spec_for(handle) is not None:

@@ -4,6 +4,7 @@ thread continued by a next process on the same store and checkpointer
 
     python graph_pause_crash_worker.py DIR first   # start, pause, print "paused", die
     python graph_pause_crash_worker.py DIR second  # continue the thread, print its status
+                                                   # (and again once resumed)
 """
 
 from __future__ import annotations
@@ -53,8 +54,17 @@ async def main(d: str, mode: str) -> None:
             await rt.flush()
             print(handle.status.value, flush=True)
             os._exit(0)  # dies: nothing closed
+        sub = rt.subscribe(where=lambda e: e.type in ("run.paused", "graph.step"))
         handle = await rt.start_graph(build(cp), None, thread_id="t")
         await asyncio.sleep(0.5)  # several steps, were it running
+        paused = sub.get_nowait()  # the first of them: no step was taken before it
+        assert paused is not None and paused.type == "run.paused", paused
+        assert paused.detail["restored"] is True, paused.detail
+        assert sub.get_nowait() is None  # no step while it is held
+        print(handle.status.value, flush=True)
+        await handle.resume(actor=OPERATOR)  # lets go of it: it steps again
+        stepped = await asyncio.wait_for(sub.get(), 30)
+        assert stepped is not None and stepped.type == "graph.step", stepped
         print(handle.status.value, flush=True)
         await handle.cancel(actor=OPERATOR)
 

@@ -183,6 +183,14 @@ class GraphRunDriver(RunDriver):
     def adopt_pause(self, cmd: SteeringCommand, origin: str | None) -> bool:
         return self.steering.adopt_pause(cmd, origin)
 
+    def restore(self, applied: list[SteeringCommand]) -> None:
+        parent = self.handle.info.parent_run_id
+        above = set()
+        if parent is not None:  # the runs above it now: their holds come back with them
+            above = {a.run_id for a in self.runtime.runs.tree.ancestors(parent)}
+            above.add(parent)
+        self.steering.restore(applied, above)
+
     async def hold_new_run(self, handle: RunHandle) -> None:
         if self.steering.below is not None:
             await self.steering.below.take_in()
@@ -386,12 +394,16 @@ async def start_graph_run(
                 redirect_conflict=RedirectConflict(graph.redirect_conflict),
                 continued=recovery.continued,
             )
+            if steering.restored is not None:  # a pause its log applied still held it
+                steering.hold_again()
         if handle.info.parent_run_id is not None:  # below a run holding its subtree: held
             await join_holds_above(runtime, handle)
     except BaseException:
         await session.__aexit__(None, None, None)
         raise
     events.started(run)
+    if steering.restored is not None:  # continued: the pause that held it holds it again
+        events.restored_pause(steering.restored)
     began = asyncio.Event()
     handle.task = runtime.spawn(
         _main(runtime, handle, session, run, steering, entries, began), name=f"graph {run_id}"

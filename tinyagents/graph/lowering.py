@@ -48,7 +48,7 @@ from tinyagents.graph.recovery import command_ref, steered_by
 from tinyagents.graph.session import goto_problem, jump, record_resume, update_state
 from tinyagents.graph.task_entries import AGENT_KINDS
 from tinyagents.graph.types import Command
-from tinyagents.harness.pausing import HoldBelow, Pauses, reconcile_below
+from tinyagents.harness.pausing import HoldBelow, Pauses, holding_pause, reconcile_below
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
     GraphNodeTarget,
@@ -231,6 +231,35 @@ class GraphSteering:
         #: Whose pauses hold the run (its own, runs above it) and the pauses and resumes
         #: passed down to it not applied yet: the one book of agent and graph runs.
         self.pauses = Pauses()
+        #: continued from an earlier process that this pause still held (``restore``): the
+        #: run waits for a resume before its first boundary
+        self.restored: SteeringCommand | None = None
+
+    def restore(self, applied: list[SteeringCommand], above: set[str]) -> None:
+        """``RunDriver.restore``: the run goes on from an earlier process that applied
+        ``applied``; a pause that still held it (``holding_pause``) holds it again, as an
+        agent run started again under its id comes back paused, and holds the runs below it.
+        ``above``: the runs above it now. (Called as it is registered, before its inbox is
+        attached: ``hold_again`` once it is.)"""
+        pause = holding_pause(applied, above)
+        if pause is None:
+            return
+        self.restored = pause
+        self.pauses.restored(pause, holding=True)
+        self.handle.info.status = RunStatus.PAUSED
+
+    def hold_again(self) -> None:
+        """Registered, the run ``restore`` brought back paused is held: its inbox, and the
+        runs below it (those it starts while so held start paused)."""
+        assert self.restored is not None
+        self.handle.inbox.paused = True
+        self.holding_below().hold(self.restored)
+
+    async def hold_restored(self, run: GraphRun) -> None:
+        """Before its first boundary, the run ``restore`` brought back paused waits for the
+        resume that lets go of it (or a cancel: ``wait_while_paused``)."""
+        self.restored = None
+        await wait_while_paused(self, run, behind=[])
 
     def adopt_pause(self, cmd: SteeringCommand, origin: str | None) -> bool:
         """``RunDriver.adopt_pause``: ``cmd`` is ``origin``'s hold (None: forget it)."""

@@ -28,6 +28,8 @@ async def drive(run: GraphRun, steering: GraphSteering, events: GraphEvents) -> 
         # the commands that waited for the run, before its first step (none for a run that
         # could not read or save its thread: it fails at once)
         if run.failure is None:
+            if steering.restored is not None:  # continued, held by its operator's pause
+                await steering.hold_restored(run)
             await steering.boundary(run)
         while True:
             step = await run.advance()

@@ -12,14 +12,16 @@ from typing import TYPE_CHECKING, Any
 from pydantic_core import to_jsonable_python
 
 from tinyagents.errors import RunCancelled
-from tinyagents.events.models import GraphEvent
+from tinyagents.events.models import GraphEvent, RunEvent
 from tinyagents.events.redact import mask
+from tinyagents.harness.pausing import restored_pause_detail
 from tinyagents.runs.info import event_error, run_event
 
 if TYPE_CHECKING:
     from tinyagents.graph.executor import GraphRun
     from tinyagents.graph.tasks import Task
     from tinyagents.graph.types import GraphResult
+    from tinyagents.protocol.commands import SteeringCommand
     from tinyagents.runs.host import RunHost
     from tinyagents.runs.info import RunInfo
 
@@ -66,6 +68,22 @@ class GraphEvents:
                 checkpoint_id=run.head.checkpoint_id,
                 data=data,
             )
+
+    def restored_pause(self, pause: SteeringCommand) -> None:
+        """The run, continued from an earlier process, is held again by ``pause``: the
+        ``run.paused`` an agent run started again paused says (``restored``)."""
+        info = self.info
+        event = run_event(
+            info,
+            RunEvent,
+            type="run.paused",
+            status="paused",
+            agent_id=info.agent_id,
+            thread_id=info.thread_id,
+            kind="graph",
+            detail=restored_pause_detail(pause),
+        )
+        self.runtime.bus.publish(event)
 
     def resumed(self, run: GraphRun) -> None:
         self.emit("graph.resumed", step=run.head.step + 1, checkpoint_id=run.head.checkpoint_id)

@@ -87,8 +87,8 @@ from tinyagents.harness.pausing import (
     Pauses,
     holding_pause,
     join_holds_above,
-    passed_down_by,
     reconcile_below,
+    restored_pause_detail,
 )
 from tinyagents.harness.tools import (
     FunctionTool,
@@ -2193,7 +2193,7 @@ async def start_agent_run(
             RunEvent,
             type="run.paused",
             status="paused",
-            detail=_restored_pause(pause),
+            detail=restored_pause_detail(pause),
         )
     if parent_info is not None:
         runtime.bus.publish(subagent_event(info, parent_info, "subagent.started", status="running"))
@@ -2211,16 +2211,6 @@ def _above(runtime: RunHost, parent_info: RunInfo | None) -> set[str]:
     above = {a.run_id for a in runtime.runs.tree.ancestors(parent_info.run_id)}
     above.add(parent_info.run_id)
     return above
-
-
-def _restored_pause(pause: SteeringCommand) -> dict[str, Any]:
-    """The ``run.paused`` detail of a run started again paused by ``pause``: with
-    ``from_above``, the run whose hold it was (that run is not above it now)."""
-    detail: dict[str, Any] = {"restored": True, "correlation_id": pause.correlation_id}
-    origin = passed_down_by(pause)
-    if origin is not None:
-        detail["from_above"] = origin
-    return detail
 
 
 async def _no_exit(

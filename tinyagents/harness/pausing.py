@@ -29,6 +29,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Collection
 from datetime import timedelta
+from typing import Any
 
 from tinyagents import _clock
 from tinyagents._record import Record, record
@@ -133,6 +134,17 @@ def holding_pause(
     if own is not None or not held:
         return own
     return max(held.values(), key=_said)
+
+
+def restored_pause_detail(pause: SteeringCommand) -> dict[str, Any]:
+    """The ``run.paused`` detail of a run started again (or, a graph run, continued) paused
+    by ``pause``: with ``from_above``, the run whose hold it was (that run is not above it
+    now)."""
+    detail: dict[str, Any] = {"restored": True, "correlation_id": pause.correlation_id}
+    origin = passed_down_by(pause)
+    if origin is not None:
+        detail["from_above"] = origin
+    return detail
 
 
 def newer_pause(last: SteeringCommand | None, cmd: SteeringCommand) -> SteeringCommand | None:

@@ -76,6 +76,12 @@ class RunDriver:
         was withdrawn). False: this run takes no pause passed down (a graph task's entry)."""
         return False
 
+    def restore(self, applied: list[SteeringCommand]) -> None:
+        """The run goes on from an earlier process (``register(continued=True)``), whose
+        log says it applied ``applied`` (in order): bring back what still held the run when
+        that process stopped (an operator's pause). Called before any command is handed to
+        the run."""
+
     async def hold_new_run(self, handle: RunHandle) -> None:
         """Run ``handle`` was registered below this one and has not started yet: if this
         run holds the runs below it paused, hold that one too."""

@@ -51,7 +51,8 @@ class RunHost(Protocol):
         """Add a run to the tree and give it its steering inbox. ``continued``: the run goes
         on from an earlier process (a graph run whose id came from its thread's checkpoints):
         a host with a durable store gives it, too, the commands the store has open for it
-        that it has not seen (accepted by another host on the store, that died)."""
+        that it has not seen (accepted by another host on the store, that died), and its
+        driver what the earlier process applied (``RunDriver.restore``)."""
 
     async def finish(self, handle: RunHandle, result: RunResult) -> None:
         """Record how a run ended and settle the commands still waiting for it."""
