@@ -5,6 +5,8 @@ thread continued by a next process on the same store and checkpointer
     python graph_pause_crash_worker.py DIR first   # start, pause, print "paused", die
     python graph_pause_crash_worker.py DIR second  # continue the thread, print its status
                                                    # (and again once resumed)
+    python graph_pause_crash_worker.py DIR cancel  # continue it, print its status, cancel
+                                                   # it, print how it ended
 """
 
 from __future__ import annotations
@@ -62,6 +64,11 @@ async def main(d: str, mode: str) -> None:
         assert paused.detail["restored"] is True, paused.detail
         assert sub.get_nowait() is None  # no step while it is held
         print(handle.status.value, flush=True)
+        if mode == "cancel":  # ends it where it is held: cancelled, as any paused run
+            await handle.cancel(actor=OPERATOR)
+            result = await asyncio.wait_for(handle.result(), 30)
+            print(result.status.value, flush=True)
+            return
         await handle.resume(actor=OPERATOR)  # lets go of it: it steps again
         stepped = await asyncio.wait_for(sub.get(), 30)
         assert stepped is not None and stepped.type == "graph.step", stepped

@@ -410,19 +410,21 @@ async def test_a_thread_command_a_rerun_of_a_finished_thread_accepted_is_settled
 PAUSE_CRASH_WORKER = Path(__file__).with_name("graph_pause_crash_worker.py")
 
 
+@pytest.mark.parametrize("then", ["second", "cancel"])
 async def test_a_graph_run_paused_before_its_process_died_comes_back_paused(
-    tmp_path: Path,
+    tmp_path: Path, then: str
 ) -> None:
     """A graph run its operator paused comes back paused when its thread is continued after
     its process died, as an agent run started again under its id does (docs/harness.md):
     the pause its log applied holds it again, said by a ``run.paused`` with
-    ``restored=True``, before any step; a resume lets go of it."""
+    ``restored=True``, before any step; a resume lets go of it, a cancel ends it
+    ``cancelled``."""
     env = {
         **os.environ,
         "PYTHONPATH": f"{WORKER.parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
     }
     statuses: list[list[str]] = []
-    for mode in ("first", "second"):
+    for mode in ("first", then):
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             str(PAUSE_CRASH_WORKER),
@@ -435,7 +437,7 @@ async def test_a_graph_run_paused_before_its_process_died_comes_back_paused(
         assert proc.returncode == 0
         statuses.append(out.decode().strip().splitlines())
     assert statuses[0][-1] == "paused"
-    assert statuses[1] == ["paused", "running"]
+    assert statuses[1] == ["paused", "running" if then == "second" else "cancelled"]
 
 
 async def test_a_command_for_a_rerun_of_a_finished_thread_is_settled_after_a_sigkill(

@@ -257,9 +257,13 @@ class GraphSteering:
 
     async def hold_restored(self, run: GraphRun) -> None:
         """Before its first boundary, the run ``restore`` brought back paused waits for the
-        resume that lets go of it (or a cancel: ``wait_while_paused``)."""
+        resume that lets go of it; a cancel meanwhile ends the run as it ends one paused
+        at a boundary (``RunCancelled``: ``cancelled``)."""
         self.restored = None
-        await wait_while_paused(self, run, behind=[])
+        try:
+            await wait_while_paused(self, run, behind=[])
+        except _Stopped as stop:  # that command reported itself
+            raise stop.error from None
 
     def adopt_pause(self, cmd: SteeringCommand, origin: str | None) -> bool:
         """``RunDriver.adopt_pause``: ``cmd`` is ``origin``'s hold (None: forget it)."""
