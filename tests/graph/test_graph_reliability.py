@@ -363,7 +363,9 @@ async def test_an_end_of_turn_answer_handed_over_after_a_restart_is_applied(
     tmp_path: Path, checkpointer: Checkpointer
 ) -> None:
     """A durable runtime closing leaves the undelivered command open in its log; the next
-    runtime's run of the thread, waiting on the same interrupt, must still take it."""
+    runtime's run of the thread, waiting on the same interrupt, must still take it. The
+    operator's pause that held it comes back with the run (as an agent run's does): the
+    answer is applied once a resume lets go of it, not before."""
     store = f"sqlite:///{tmp_path / 'runs.db'}"
     graph = asking_graph(checkpointer)
     waiter = EventWaiter()
@@ -382,6 +384,12 @@ async def test_an_end_of_turn_answer_handed_over_after_a_restart_is_applied(
     async with Runtime(testing=True, store=store, sinks=[waiter, recorder]) as rt:
         again = await rt.start_graph(graph, None, thread_id="t")
         assert again.run_id == handle.run_id
+        async with asyncio.timeout(GUARD_S):
+            paused = await waiter.until(lambda e: e.type == "run.paused")
+        assert paused.detail["restored"] is True
+        assert not [e for e in recorder.events if e.type == "steering.applied"]
+        resume = command(SteeringTarget.agent_run(handle.run_id), SteeringKind.RESUME)
+        assert (await rt.submit(resume)).status == "accepted"
         assert (await outcome(waiter, approve)).type == "steering.applied"
         async with asyncio.timeout(GUARD_S):
             result = await again.result()

@@ -89,8 +89,8 @@ def id_problem(value: str, *, stored: bool = False) -> str | None:
     naming an id not in NFC is taken, and reaches only a run stored under it before."""
     if len(value) > MAX_ID_LENGTH:
         return f"{len(value):,} characters; at most {MAX_ID_LENGTH}"
-    if _CONTROL.search(value) is not None:
-        return CONTROL_PROBLEM
+    if (found := _CONTROL.search(value)) is not None:  # named: a line break shows as nothing
+        return f"{CONTROL_PROBLEM} (U+{ord(found.group()):04X} here)"
     if stored:
         return None
     if (found := _SPOOFING.search(value)) is not None:
