@@ -1097,6 +1097,7 @@ class Runtime:
                     [w],
                     f"{LATE}: its run {w} ended with an earlier process before the store saved "
                     "it, and was not started again; it never comes back under its id",
+                    threads_wait=True,  # the thread's next run takes those for its thread
                 )
 
     async def _started_below(self, run_id: str, ancestor: str) -> bool:

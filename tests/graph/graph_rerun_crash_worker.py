@@ -1,7 +1,7 @@
 """A thread command accepted by a run started again on a finished thread, then a SIGKILL, for
 ``test_graph_crash.py``.
 
-    python graph_rerun_crash_worker.py STORE_DB CHECKPOINT_DB first|again|restart [thread|run]
+    python graph_rerun_crash_worker.py STORE_DB CHECKPOINT_DB first|again|restart [thread|run|other]
 
 ``first`` runs the graph on thread ``t`` to its end. ``again`` starts the finished thread once
 more (a new run, which saves no checkpoint: the thread's last one still names the first run),
@@ -10,7 +10,9 @@ id (``run``) and kills itself from a bus sink the moment the command's ``steerin
 published (logged ``accepted`` for the new run, never delivered). ``restart`` starts the thread
 again and prints the outcome as JSON: the run's log, the command's state and reason in the
 steering log, its steering events (in the run's history, or else the failure the bus
-published), and the commands the log still holds open.
+published), and the commands the log still holds open. ``other``: as ``thread``, but
+``restart`` first runs the graph on another thread to its end (a run that ends is when the
+commands waiting for runs that never come back are failed), then starts ``t`` again.
 """
 
 from __future__ import annotations
@@ -65,9 +67,9 @@ async def main(store: str, db: str, mode: str, target: str = "thread") -> None:
             again = await rt.start_graph(graph, None, thread_id="t")
             await rt.submit(
                 SteeringCommand(
-                    target=SteeringTarget.thread("t")
-                    if target == "thread"
-                    else SteeringTarget.agent_run(again.run_id),
+                    target=SteeringTarget.agent_run(again.run_id)
+                    if target == "run"
+                    else SteeringTarget.thread("t"),
                     actor=SteeringActor.test(),
                     kind=SteeringKind.UPDATE_STATE,
                     payload={"update": {"log": ["steered"]}},
@@ -84,6 +86,9 @@ async def main(store: str, db: str, mode: str, target: str = "thread") -> None:
                 else None
             )
         )
+        if target == "other":
+            other = await rt.start_graph(graph, {}, thread_id="u")
+            assert (await other.result()).status.value == "completed"
         handle = await rt.start_graph(graph, None, thread_id="t")
         result = await handle.result()
         await rt.flush()

@@ -440,6 +440,36 @@ async def test_a_graph_run_paused_before_its_process_died_comes_back_paused(
     assert statuses[1] == ["paused", "running" if then == "second" else "cancelled"]
 
 
+async def test_a_thread_command_of_a_rerun_waits_for_its_thread_when_another_thread_ends_first(
+    tmp_path: Path,
+) -> None:
+    """As ``test_a_thread_command_a_rerun_of_a_finished_thread_accepted_is_settled_after_a_sigkill``,
+    but a run of another thread ends before the thread is started again. A run that ends is
+    when the commands restored for a run the store has no row of are failed; the thread
+    command the rerun had accepted was failed with them ("it never comes back under its
+    id"), though it is the thread's: the crash loop saw it applied in the thread's state and
+    failed in the steering log. It waits for the thread's next run, which applies it once."""
+    store, db = tmp_path / "store.db", tmp_path / "checkpoints.db"
+    for mode, code in (("first", 0), ("again", -9)):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(RERUN_CRASH_WORKER), str(store), str(db), mode, "other",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        _, errors = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == code, errors.decode()
+    restart = await asyncio.create_subprocess_exec(
+        sys.executable, str(RERUN_CRASH_WORKER), str(store), str(db), "restart", "other",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, errors = await asyncio.wait_for(restart.communicate(), 60)
+    assert restart.returncode == 0, errors.decode()
+    outcome = json.loads(out.decode().strip().splitlines()[-1])
+    assert outcome["open"] == []
+    assert outcome["state"] == "applied", outcome["reason"]
+    assert outcome["log"] == ["work", "done", "steered"]  # applied once, by the thread's run
+    assert outcome["events"][-2:] == ["steering.delivered", "steering.applied"]
+
+
 async def test_a_command_for_a_rerun_of_a_finished_thread_is_settled_after_a_sigkill(
     tmp_path: Path,
 ) -> None:

@@ -317,11 +317,20 @@ class SteeringRouter:
         policy's deferral of a live run's command is no such wait)."""
         return [key for key in self.waiting_run_ids() if key in self._restored_runs]
 
-    def fail_waiting(self, run_ids: Iterable[str], reason: str) -> None:
-        """Fail the commands waiting for runs that will never come (with ``reason``)."""
+    def fail_waiting(
+        self, run_ids: Iterable[str], reason: str, *, threads_wait: bool = False
+    ) -> None:
+        """Fail the commands waiting for runs that will never come (with ``reason``).
+        ``threads_wait``: a command for a thread is not failed but waits for the thread's
+        next run, which takes it (and finds it applied already, if its checkpoint says so):
+        it was the thread's, whichever of its runs accepted it."""
         for run_id in run_ids:
-            for tracked in (self._waiting.pop(run_id, None) or {}).values():
-                if not tracked.state.terminal:
+            for key, tracked in (self._waiting.pop(run_id, None) or {}).items():
+                if tracked.state.terminal:
+                    continue
+                if threads_wait and isinstance(tracked.cmd.target, ThreadTarget):
+                    self._waiting.setdefault(_target_key(tracked.cmd), {})[key] = tracked
+                else:
                     self._finish(tracked, "failed", reason=reason)
 
     def waiting_for_threads(self) -> list[tuple[SteeringCommand, str | None]]:
