@@ -10,6 +10,7 @@ import random
 import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 from graph_crash_worker import ROUNDS, build, expected_log
@@ -376,6 +377,20 @@ async def test_approvals_a_step_took_before_a_sigkill_are_reported_applied(
 RERUN_CRASH_WORKER = Path(__file__).with_name("graph_rerun_crash_worker.py")
 
 
+async def rerun_crash(tmp_path: Path, target: str) -> dict[str, Any]:
+    """``graph_rerun_crash_worker.py``'s three processes (``first``, ``again`` killed at the
+    command's ``steering.accepted``, ``restart``) with ``target``; the outcome it prints."""
+    store, db = tmp_path / "store.db", tmp_path / "checkpoints.db"
+    for mode, code in (("first", 0), ("again", -9), ("restart", 0)):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(RERUN_CRASH_WORKER), str(store), str(db), mode, target,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, errors = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == code, errors.decode()
+    return json.loads(out.decode().strip().splitlines()[-1])
+
+
 async def test_a_thread_command_a_rerun_of_a_finished_thread_accepted_is_settled_after_a_sigkill(
     tmp_path: Path,
 ) -> None:
@@ -386,21 +401,7 @@ async def test_a_thread_command_a_rerun_of_a_finished_thread_accepted_is_settled
     ``accepted`` in the steering log for good (seen as "commands left open" by
     ``test_sigkill_while_steering_loses_no_command_and_applies_none_twice`` when a kill landed
     just after a thread finished)."""
-    store, db = tmp_path / "store.db", tmp_path / "checkpoints.db"
-    for mode, code in (("first", 0), ("again", -9)):
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(RERUN_CRASH_WORKER), str(store), str(db), mode,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        _, errors = await asyncio.wait_for(proc.communicate(), 60)
-        assert proc.returncode == code, errors.decode()
-    restart = await asyncio.create_subprocess_exec(
-        sys.executable, str(RERUN_CRASH_WORKER), str(store), str(db), "restart",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, errors = await asyncio.wait_for(restart.communicate(), 60)
-    assert restart.returncode == 0, errors.decode()
-    outcome = json.loads(out.decode().strip().splitlines()[-1])
+    outcome = await rerun_crash(tmp_path, "thread")
     assert outcome["open"] == []
     assert outcome["state"] == "applied"
     assert outcome["log"] == ["work", "done", "steered"]  # applied once, by the thread's run
@@ -449,21 +450,7 @@ async def test_a_thread_command_of_a_rerun_waits_for_its_thread_when_another_thr
     command the rerun had accepted was failed with them ("it never comes back under its
     id"), though it is the thread's: the crash loop saw it applied in the thread's state and
     failed in the steering log. It waits for the thread's next run, which applies it once."""
-    store, db = tmp_path / "store.db", tmp_path / "checkpoints.db"
-    for mode, code in (("first", 0), ("again", -9)):
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(RERUN_CRASH_WORKER), str(store), str(db), mode, "other",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        _, errors = await asyncio.wait_for(proc.communicate(), 60)
-        assert proc.returncode == code, errors.decode()
-    restart = await asyncio.create_subprocess_exec(
-        sys.executable, str(RERUN_CRASH_WORKER), str(store), str(db), "restart", "other",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, errors = await asyncio.wait_for(restart.communicate(), 60)
-    assert restart.returncode == 0, errors.decode()
-    outcome = json.loads(out.decode().strip().splitlines()[-1])
+    outcome = await rerun_crash(tmp_path, "other")
     assert outcome["open"] == []
     assert outcome["state"] == "applied", outcome["reason"]
     assert outcome["log"] == ["work", "done", "steered"]  # applied once, by the thread's run
@@ -480,21 +467,7 @@ async def test_a_command_for_a_rerun_of_a_finished_thread_is_settled_after_a_sig
     names: nothing ever comes back under the command's run id, so it was left ``accepted`` in
     the steering log for good. Now it fails once a run of the restarted runtime ends (here
     the thread's, continued), with its reason and a ``steering.failed`` event."""
-    store, db = tmp_path / "store.db", tmp_path / "checkpoints.db"
-    for mode, code in (("first", 0), ("again", -9)):
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(RERUN_CRASH_WORKER), str(store), str(db), mode, "run",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        _, errors = await asyncio.wait_for(proc.communicate(), 60)
-        assert proc.returncode == code, errors.decode()
-    restart = await asyncio.create_subprocess_exec(
-        sys.executable, str(RERUN_CRASH_WORKER), str(store), str(db), "restart", "run",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, errors = await asyncio.wait_for(restart.communicate(), 60)
-    assert restart.returncode == 0, errors.decode()
-    outcome = json.loads(out.decode().strip().splitlines()[-1])
+    outcome = await rerun_crash(tmp_path, "run")
     assert outcome["open"] == []
     assert outcome["state"] == "failed"
     assert "never comes back" in outcome["reason"]
