@@ -49,7 +49,7 @@ from tinyagents.graph.run_events import GraphEvents
 from tinyagents.graph.session import GraphSession, goto_problem, update_problem
 from tinyagents.graph.stream import follow
 from tinyagents.graph.task_entries import TaskEntries
-from tinyagents.harness.pausing import HoldBelow, join_holds_above
+from tinyagents.harness.pausing import HoldBelow, join_holds_above, runs_above
 from tinyagents.protocol.commands import (
     GraphNodeTarget,
     GraphSupervisorActor,
@@ -184,12 +184,7 @@ class GraphRunDriver(RunDriver):
         return self.steering.adopt_pause(cmd, origin)
 
     def restore(self, applied: list[SteeringCommand]) -> None:
-        parent = self.handle.info.parent_run_id
-        above = set()
-        if parent is not None:  # the runs above it now: their holds come back with them
-            above = {a.run_id for a in self.runtime.runs.tree.ancestors(parent)}
-            above.add(parent)
-        self.steering.restore(applied, above)
+        self.steering.restore(applied, runs_above(self.runtime, self.handle.info.parent_run_id))
 
     async def hold_new_run(self, handle: RunHandle) -> None:
         if self.steering.below is not None:

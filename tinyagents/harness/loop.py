@@ -89,6 +89,7 @@ from tinyagents.harness.pausing import (
     join_holds_above,
     reconcile_below,
     restored_pause_detail,
+    runs_above,
 )
 from tinyagents.harness.tools import (
     FunctionTool,
@@ -2155,7 +2156,7 @@ async def start_agent_run(
     try:
         run.earlier = applied
         restored = apply.restore(run, applied)
-        pause = holding_pause(applied, _above(runtime, parent_info)) if applied else None
+        pause = holding_pause(applied, runs_above(runtime, info.parent_run_id)) if applied else None
         if pause is not None:  # an operator's pause held it: it comes back paused
             run.paused = True
             run.pauses.restored(pause, holding=True)
@@ -2202,15 +2203,6 @@ async def start_agent_run(
             await join_holds_above(runtime, handle)
     run.launch()
     return handle
-
-
-def _above(runtime: RunHost, parent_info: RunInfo | None) -> set[str]:
-    """The runs above a run started below ``parent_info`` (None: as a root)."""
-    if parent_info is None:
-        return set()
-    above = {a.run_id for a in runtime.runs.tree.ancestors(parent_info.run_id)}
-    above.add(parent_info.run_id)
-    return above
 
 
 async def _no_exit(

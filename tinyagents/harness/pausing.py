@@ -95,6 +95,17 @@ def passed_down_by(cmd: SteeringCommand) -> str | None:
     return None
 
 
+def runs_above(runtime: RunHost, parent_run_id: str | None) -> set[str]:
+    """The runs above a run started (again) below ``parent_run_id``: that run and the runs
+    above it in ``runtime``'s tree (none for a root). Their holds come back with them, so
+    ``holding_pause`` leaves them out of what brings a restarted run back paused."""
+    if parent_run_id is None:
+        return set()
+    above = {a.run_id for a in runtime.runs.tree.ancestors(parent_run_id)}
+    above.add(parent_run_id)
+    return above
+
+
 def holding_pause(
     cmds: list[SteeringCommand], above: Collection[str] = ()
 ) -> SteeringCommand | None:
