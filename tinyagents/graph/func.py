@@ -40,8 +40,9 @@ from tinyagents.graph._context import (
     enclosing_scope,
     run_blocking,
 )
-from tinyagents.graph.builder import StateGraph
+from tinyagents.graph.builder import CONTEXT_PARAMS, StateGraph
 from tinyagents.graph.compiled import CompiledGraph
+from tinyagents.graph.context import NodeContext
 from tinyagents.graph.func_stream import TASK_ARGS, EntryStream
 from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.types import (
@@ -201,6 +202,36 @@ def _is_async(func: Callable[..., Any]) -> bool:
     return call is not None and inspect.iscoroutinefunction(call)
 
 
+def _context_names(func: Callable[..., Any], *, skip_first: bool) -> tuple[str, ...]:
+    """The parameters of ``func`` LangGraph fills in by name, ``config`` and ``writer`` (its
+    ``RunnableConfig`` and ``StreamWriter``; an entrypoint's past its input), which get the
+    ``NodeContext`` of the call, as a node's do (``builder.CONTEXT_PARAMS``)."""
+    try:
+        params = list(inspect.signature(func).parameters.values())
+    except (TypeError, ValueError):
+        return ()
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return tuple(
+        p.name
+        for p in params[1 if skip_first else 0 :]
+        if p.name in CONTEXT_PARAMS and p.kind in kinds
+    )
+
+
+def _given_context(
+    names: tuple[str, ...], ctx: NodeContext, kwargs: dict[str, Any], threaded: bool
+) -> dict[str, Any]:
+    """``kwargs`` with ``ctx`` for each of ``names`` they do not give (an argument given
+    wins, as LangGraph's). ``threaded``: the function runs on a worker thread, from which
+    the context's ``emit`` hands its items to this loop."""
+    missing = [name for name in names if name not in kwargs]
+    if not missing:
+        return kwargs
+    if threaded:
+        ctx._loop = asyncio.get_running_loop()
+    return {**dict.fromkeys(missing, ctx), **kwargs}
+
+
 class Task(Generic[T]):
     """A function decorated with ``@task``: calling it inside an ``@entrypoint`` (or a graph
     node) starts it and returns a ``TaskFuture``. Its result is saved with the thread, so a
@@ -218,18 +249,21 @@ class Task(Generic[T]):
         self.func = func
         self.name: str = name or _name_of(func)
         functools.update_wrapper(self, func)
+        context = _context_names(func, skip_first=False)
         if _is_async(func):
 
-            async def node(state: Any) -> dict[str, Any]:
+            async def node(state: Any, ctx: NodeContext) -> dict[str, Any]:
                 args, kwargs = TASK_ARGS.get()
+                kwargs = _given_context(context, ctx, kwargs, threaded=False)
                 return {"output": await func(*args, **kwargs)}
 
         else:
 
-            async def node(state: Any) -> dict[str, Any]:
+            async def node(state: Any, ctx: NodeContext) -> dict[str, Any]:
                 # on a thread of its own (LangGraph runs sync tasks on threads too): sync
                 # tasks run side by side, and one may wait for a task it calls (.result())
                 args, kwargs = TASK_ARGS.get()
+                kwargs = _given_context(context, ctx, kwargs, threaded=True)
                 token = None
                 if _CALL.get() is None:  # called from a graph node: the loop to run on
                     token = _CALL.set(_EntryCall(asyncio.get_running_loop()))
@@ -470,7 +504,8 @@ class _EntryBuilder(StateGraph):
 class entrypoint:
     """Make a function an entrypoint (LangGraph's ``@entrypoint``):
     ``@entrypoint(checkpointer=MemoryCheckpointer())`` over ``def wf(input, previous=None)``
-    (sync or async) gives an ``Entrypoint``, a ``CompiledGraph`` of one node.
+    (sync or async) gives an ``Entrypoint``, a ``CompiledGraph`` of one node. A generator
+    function (sync or async) is a ``NotImplementedError``, as LangGraph's.
 
     ``previous`` (a parameter of that name) is what the thread's last run saved: its return
     value, or the ``save`` of an ``entrypoint.final(value=..., save=...)`` it returned. A sync
@@ -496,18 +531,23 @@ class entrypoint:
         self.retry_policy = retry_policy
 
     def __call__(self, func: Callable[..., Any]) -> Entrypoint:
+        if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
+            # as LangGraph's: its run would return the generator unrun
+            raise NotImplementedError("Generators are not supported in the Functional API.")
         params = list(inspect.signature(func).parameters.values())
         if not params:
             raise ValueError("an entrypoint function must have at least one parameter")
         takes_previous = any(p.name == "previous" for p in params[1:])
+        context = _context_names(func, skip_first=True)
         is_async = _is_async(func)
         node_name = getattr(func, "__name__", type(func).__name__)
 
-        async def node(state: Any) -> dict[str, Any]:
+        async def node(state: Any, ctx: NodeContext) -> dict[str, Any]:
             call = _EntryCall(asyncio.get_running_loop())
             token = _CALL.set(call)
             try:
                 kwargs = {"previous": state.get("previous")} if takes_previous else {}
+                kwargs = _given_context(context, ctx, kwargs, threaded=not is_async)
                 try:
                     if is_async:
                         out = await func(state.get("input"), **kwargs)

@@ -1,0 +1,424 @@
+"""Ports of LangGraph's tests, seventh round (``libs/langgraph/tests/test_time_travel.py``,
+``test_pregel.py`` and ``test_large_cases.py``): the same program on LangGraph and on
+``tinyagents.graph``, compared, as in ``test_langgraph_ports.py``. Each test's comment names
+the LangGraph test it follows.
+
+LangGraph runs on its ``InMemorySaver``; ours on every checkpointer backend (the
+``checkpointer`` fixture). A difference docs/graph.md documents is asserted as ours, with a
+comment naming the section.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
+
+import pytest
+from langgraph_kit import OURS, THEIRS, cfg, lg_memory
+
+from tinyagents.errors import GraphError, UnknownTargetError
+from tinyagents.graph import entrypoint
+from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
+
+lg_func = pytest.importorskip("langgraph.func")
+
+if TYPE_CHECKING:  # the names LangGraph reads in the annotations (strings here)
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.types import StreamWriter
+
+
+class Value(TypedDict):
+    value: Annotated[list[str], operator.add]
+
+
+class Results(TypedDict):
+    results: Annotated[list[str], operator.add]
+
+
+class Seen:
+    """What each library's nodes saw, kept apart."""
+
+    def __init__(self) -> None:
+        self.ours: list[Any] = []
+        self.theirs: list[Any] = []
+
+    def of(self, g: Any) -> list[Any]:
+        return self.ours if g is OURS else self.theirs
+
+    def clear(self) -> None:
+        self.ours.clear()
+        self.theirs.clear()
+
+
+def compiled(build: Any, checkpointer: Checkpointer) -> tuple[Any, Any]:
+    ours = build(OURS).compile(checkpointer=checkpointer)
+    theirs = build(THEIRS).compile(checkpointer=lg_memory.InMemorySaver())
+    return ours, theirs
+
+
+async def run_both(ours: Any, theirs: Any, value: Any, thread: str = "1") -> Any:
+    """``value`` (an input, None or a ``Command``) on both; LangGraph's output returned, ours
+    checked equal to it (without LangGraph's ``__interrupt__``), and so are the questions
+    asked."""
+    theirs_value = THEIRS.Command(resume=value.resume) if isinstance(value, OURS.Command) else value
+    out = await theirs.ainvoke(theirs_value, cfg(thread))
+    result = await ours.run(value, thread_id=thread)
+    assert result.state == {k: v for k, v in out.items() if not k.startswith("__")}
+    assert [i.value for i in result.interrupts] == [i.value for i in out.get("__interrupt__", [])]
+    return out
+
+
+async def newest_with_next(ours: Any, theirs: Any, nxt: tuple[str, ...]) -> tuple[str, Any]:
+    """Each library's newest checkpoint whose ``next`` is ``nxt``: our checkpoint id,
+    LangGraph's config."""
+    theirs_found = [s.config async for s in theirs.aget_state_history(cfg()) if s.next == nxt]
+    ours_found = [h.checkpoint_id for h in await ours.history("1") if h.next == nxt]
+    assert len(ours_found) == len(theirs_found)
+    return ours_found[0], theirs_found[0]
+
+
+async def go_back(ours: Any, theirs: Any, how: str, ours_at: str, theirs_at: Any) -> Any:
+    """A replay (``how == "replay"``) or a fork (an update at that checkpoint, then a run) of
+    the checkpoint on both: LangGraph's output returned, ours checked equal to it."""
+    if how == "fork":
+        theirs_at = await theirs.aupdate_state(theirs_at, {"results": ["forked"]})
+        ours_at = await ours.update_state("1", {"results": ["forked"]}, checkpoint_id=ours_at)
+    out = await theirs.ainvoke(None, theirs_at)
+    result = await ours.run(None, thread_id="1", checkpoint_id=ours_at)
+    assert result.state == {k: v for k, v in out.items() if not k.startswith("__")}
+    assert [i.value for i in result.interrupts] == [i.value for i in out.get("__interrupt__", [])]
+    return out
+
+
+# -- a persistent sub-graph that asks, taken back with its parent (test_time_travel.py) ----
+
+
+def asking_sub_graph(g: Any, seen: Seen) -> Any:
+    """parent_node -> sub_node, a ``checkpointer=True`` sub-graph whose two steps each ask."""
+
+    def ask(name: str) -> Any:
+        def node(state: Any) -> dict[str, Any]:
+            seen.of(g).append((name, dict(state)))
+            answer = g.interrupt(f"question_{name}")
+            return {"value": [f"{name}:{answer}"]}
+
+        return node
+
+    sub = (
+        g.StateGraph(Value)
+        .add_node("step_a", ask("a"))
+        .add_node("step_b", ask("b"))
+        .add_edge(g.START, "step_a")
+        .add_edge("step_a", "step_b")
+    )
+    return (
+        g.StateGraph(Results)
+        .add_node("parent_node", lambda state: {"results": ["p"]})
+        .add_node("sub_node", sub.compile(checkpointer=True))
+        .add_edge(g.START, "parent_node")
+        .add_edge("parent_node", "sub_node")
+    )
+
+
+@pytest.mark.parametrize("how", ["replay", "fork"])
+async def test_a_persistent_sub_graph_that_asks_is_taken_back_to_its_state_before_the_call(
+    checkpointer: Checkpointer, how: str
+) -> None:
+    # LangGraph: test_time_travel.py::test_stateful_subgraph_retains_state_on_parent_replay
+    # and test_stateful_subgraph_retains_state_on_parent_fork
+    seen = Seen()
+    ours, theirs = compiled(lambda g: asking_sub_graph(g, seen), checkpointer)
+    for n in ("1", "2"):
+        await run_both(ours, theirs, {"results": []})
+        await run_both(ours, theirs, OURS.Command(resume=f"a{n}"))
+        out = await run_both(ours, theirs, OURS.Command(resume=f"b{n}"))
+        assert "__interrupt__" not in out
+    # each step asks twice (once to ask, once answered); the second call goes on from the
+    # state the first left
+    assert seen.ours == seen.theirs
+    assert seen.ours[4:] == [
+        ("a", {"value": ["a:a1", "b:b1"]}),
+        ("a", {"value": ["a:a1", "b:b1"]}),
+        ("b", {"value": ["a:a1", "b:b1", "a:a2"]}),
+        ("b", {"value": ["a:a1", "b:b1", "a:a2"]}),
+    ]
+    ours_at, theirs_at = await newest_with_next(ours, theirs, ("sub_node",))
+    seen.clear()
+    out = await go_back(ours, theirs, how, ours_at, theirs_at)
+    # the replay (or fork) of the second call sees what the first call left, not the second
+    assert [i.value for i in out["__interrupt__"]] == ["question_a"]
+    assert seen.ours == seen.theirs == [("a", {"value": ["a:a1", "b:b1"]})]
+    # answered, it goes on from there, as in the first run
+    seen.clear()
+    await run_both(ours, theirs, OURS.Command(resume="a3"))
+    out = await run_both(ours, theirs, OURS.Command(resume="b3"))
+    forked = ["forked"] if how == "fork" else []
+    assert out == {"results": ["p", "p", *forked]}
+    assert seen.ours == seen.theirs
+    assert seen.ours[-1] == ("b", {"value": ["a:a1", "b:b1", "a:a3"]})
+
+
+# -- a replay through a per-call sub-graph branches the history (test_time_travel.py) ------
+
+
+class Parent(TypedDict):
+    value: Annotated[list[str], operator.add]
+    sub_value: Annotated[list[str], operator.add]
+
+
+class Sub(TypedDict):
+    sub_value: Annotated[list[str], operator.add]
+
+
+def through_sub_graph(g: Any, calls: list[int]) -> Any:
+    def sub_step(state: Any) -> dict[str, Any]:
+        calls.append(1)
+        return {"sub_value": [f"sub{len(calls)}"]}
+
+    sub = g.StateGraph(Sub).add_node("sub_step", sub_step).add_edge(g.START, "sub_step")
+    return (
+        g.StateGraph(Parent)
+        .add_node("parent_start", lambda state: {"value": ["p_start"]})
+        .add_node("sub_graph", sub.compile())
+        .add_node("parent_end", lambda state: {"value": ["p_end"]})
+        .add_edge(g.START, "parent_start")
+        .add_edge("parent_start", "sub_graph")
+        .add_edge("sub_graph", "parent_end")
+    )
+
+
+@pytest.mark.parametrize("how", ["replay", "fork"])
+async def test_a_replay_through_a_sub_graph_runs_it_again_and_keeps_the_old_checkpoints(
+    checkpointer: Checkpointer, how: str
+) -> None:
+    # LangGraph: test_time_travel.py::test_replay_creates_branch_in_subgraph and
+    # test_fork_creates_branch_in_subgraph
+    ours_calls: list[int] = []
+    theirs_calls: list[int] = []
+    ours = through_sub_graph(OURS, ours_calls).compile(checkpointer=checkpointer)
+    theirs = through_sub_graph(THEIRS, theirs_calls).compile(checkpointer=lg_memory.InMemorySaver())
+    out = await run_both(ours, theirs, {"value": [], "sub_value": []})
+    assert out == {"value": ["p_start", "p_end"], "sub_value": ["sub1"]}
+    ours_old = [h.checkpoint_id for h in await ours.history("1")]
+    theirs_old = {
+        s.config["configurable"]["checkpoint_id"] async for s in theirs.aget_state_history(cfg())
+    }
+    ours_at, theirs_at = await newest_with_next(ours, theirs, ("sub_graph",))
+    if how == "fork":
+        theirs_at = await theirs.aupdate_state(theirs_at, {"value": ["forked"]})
+        ours_at = await ours.update_state("1", {"value": ["forked"]}, checkpoint_id=ours_at)
+    out = await theirs.ainvoke(None, theirs_at)
+    result = await ours.run(None, thread_id="1", checkpoint_id=ours_at)
+    assert result.raise_for_status().state == out
+    forked = ["forked"] if how == "fork" else []
+    assert out == {"value": ["p_start", *forked, "p_end"], "sub_value": ["sub2"]}
+    assert len(ours_calls) == len(theirs_calls) == 2
+    # the old checkpoints are all still there, the new ones on top; the head is the new tip
+    theirs_new = {
+        s.config["configurable"]["checkpoint_id"] async for s in theirs.aget_state_history(cfg())
+    }
+    assert theirs_old < theirs_new
+    ours_new = [h.checkpoint_id for h in await ours.history("1")]
+    assert ours_new[-len(ours_old) :] == ours_old
+    assert len(ours_new) - len(ours_old) == len(theirs_new) - len(theirs_old)
+    head = await ours.get_state("1")
+    assert head.checkpoint_id == ours_new[0]
+    assert head.values == (await theirs.aget_state(cfg())).values == out
+
+
+# -- time travel to a sub-graph's own checkpoint (test_time_travel.py) ---------------------
+
+
+def executor_graph(g: Any, called: list[str]) -> Any:
+    """START -> executor, a ``checkpointer=True`` sub-graph: step_a -> ask_1 -> ask_2."""
+
+    def step_a(state: Any) -> dict[str, Any]:
+        called.append("step_a")
+        return {"value": ["step_a_done"]}
+
+    def ask(name: str) -> Any:
+        def node(state: Any) -> dict[str, Any]:
+            called.append(name)
+            answer = g.interrupt(f"{name}?")
+            return {"value": [f"{name}:{answer}"]}
+
+        return node
+
+    executor = (
+        g.StateGraph(Value)
+        .add_node("step_a", step_a)
+        .add_node("ask_1", ask("ask_1"))
+        .add_node("ask_2", ask("ask_2"))
+        .add_edge(g.START, "step_a")
+        .add_edge("step_a", "ask_1")
+        .add_edge("ask_1", "ask_2")
+    )
+    return (
+        g.StateGraph(Value)
+        .add_node("executor", executor.compile(checkpointer=True))
+        .add_edge(g.START, "executor")
+    )
+
+
+async def test_time_travel_to_a_sub_graph_checkpoint_is_not_offered(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_time_travel.py::test_subgraph_time_travel_to_first_interrupt (and
+    # test_subgraph_time_travel_to_second_interrupt, _resume_from_first_interrupt,
+    # _resume_from_second_interrupt, _checkpoint_pattern, test_subgraph_replay_from_subgraph_
+    # checkpoint, the test_3_levels_deep_* cases): LangGraph's invoke(None, sub_config), with
+    # a config get_state(subgraphs=True) gives for a sub-graph, replays the parent from the
+    # sub-graph there (step_a does not run again, ask_1 asks again), and update_state of it
+    # forks there. Ours takes a root checkpoint only (docs/graph.md, "What it does not do":
+    # time travel to a sub-graph's checkpoint): the same point is the parent's checkpoint
+    # the sub-graph ran from, which runs the sub-graph's call again from its start.
+    ours_called: list[str] = []
+    theirs_called: list[str] = []
+    ours = executor_graph(OURS, ours_called).compile(checkpointer=checkpointer)
+    theirs = executor_graph(THEIRS, theirs_called).compile(checkpointer=lg_memory.InMemorySaver())
+    await run_both(ours, theirs, {"value": []})
+    ours_sub = (await ours.get_state("1", subgraphs=True)).tasks[0].state
+    theirs_sub = (await theirs.aget_state(cfg(), subgraphs=True)).tasks[0].state
+    assert ours_sub.ns == theirs_sub.config["configurable"]["checkpoint_ns"] == "executor"
+    assert ours_sub.values == theirs_sub.values == {"value": ["step_a_done"]}
+    await run_both(ours, theirs, OURS.Command(resume="answer_1"))
+    await run_both(ours, theirs, OURS.Command(resume="answer_2"))
+    theirs_called.clear()
+    out = await theirs.ainvoke(None, theirs_sub.config)
+    assert [i.value for i in out["__interrupt__"]] == ["ask_1?"]
+    assert theirs_called == ["ask_1"]
+    fork = await theirs.aupdate_state(theirs_sub.config, {"value": ["forked"]})
+    theirs_called.clear()
+    out = await theirs.ainvoke(None, fork)
+    assert [i.value for i in out["__interrupt__"]] == ["ask_1?"]
+    assert theirs_called == ["ask_1"]
+    # ours: a sub-graph's checkpoint id is none of the thread's (root) checkpoints
+    head = (await ours.get_state("1")).checkpoint_id
+    with pytest.raises(UnknownTargetError):
+        await ours.run(None, thread_id="1", checkpoint_id=ours_sub.checkpoint_id)
+    with pytest.raises(GraphError):
+        await ours.update_state(
+            "1", {"value": ["forked"]}, ns=ours_sub.ns, checkpoint_id=ours_sub.checkpoint_id
+        )
+    assert (await ours.get_state("1")).checkpoint_id == head
+    # the parent's checkpoint it ran from is the point to go back to: its call runs again
+    # from the state the sub-graph had before it (none), so step_a runs again
+    root = ours_sub.metadata["parents"][""]
+    ours_called.clear()
+    result = await ours.run(None, thread_id="1", checkpoint_id=root)
+    assert [i.value for i in result.interrupts] == ["ask_1?"]
+    assert ours_called == ["step_a", "ask_1"]
+
+
+# -- the functional API (test_pregel.py, test_pregel_async.py) ------------------------------
+
+
+def a_generator(inputs: Any, previous: Any = None) -> Any:
+    yield "a"
+    yield "b"
+
+
+async def an_async_generator(inputs: Any) -> Any:
+    yield "a"
+    yield "b"
+
+
+@pytest.mark.parametrize("func", [a_generator, an_async_generator])
+def test_an_entrypoint_over_a_generator_function_is_refused(func: Any) -> None:
+    # LangGraph: test_pregel.py::test_entrypoint_from_sync_generator and
+    # test_pregel_async.py::test_entrypoint_from_async_generator. Ours took it, and its run
+    # returned the generator object unrun (and failed to checkpoint it with a checkpointer).
+    with pytest.raises(NotImplementedError, match="Generators are not supported"):
+        lg_func.entrypoint()(func)
+    with pytest.raises(NotImplementedError, match="Generators are not supported"):
+        entrypoint()(func)
+    with pytest.raises(NotImplementedError, match="Generators are not supported"):
+        entrypoint(checkpointer=MemoryCheckpointer())(func)
+
+
+def writing_entrypoint(mod: Any, is_async: bool) -> Any:
+    """An entrypoint and a task that take LangGraph's ``writer`` and ``config`` by name."""
+    if is_async:
+
+        @mod.task
+        async def note(value: Any, writer: StreamWriter, config: RunnableConfig) -> Any:
+            writer({"task": value, "thread": config["configurable"]["thread_id"]})
+            return value
+
+        @mod.entrypoint(checkpointer=lg_memory.InMemorySaver() if mod is lg_func else None)
+        async def flow(inputs: Any, writer: StreamWriter, *, config: RunnableConfig) -> Any:
+            writer({"entry": inputs, "thread": config["configurable"]["thread_id"]})
+            return [await note(1), await note(2)]
+
+        return flow
+
+    @mod.task
+    def sync_note(value: Any, writer: StreamWriter, config: RunnableConfig) -> Any:
+        writer({"task": value, "thread": config["configurable"]["thread_id"]})
+        return value
+
+    @mod.entrypoint(checkpointer=lg_memory.InMemorySaver() if mod is lg_func else None)
+    def sync_flow(inputs: Any, writer: StreamWriter, *, config: RunnableConfig) -> Any:
+        writer({"entry": inputs, "thread": config["configurable"]["thread_id"]})
+        return [sync_note(1).result(), sync_note(2).result()]
+
+    return sync_flow
+
+
+@pytest.mark.parametrize("is_async", [True, False], ids=["async", "sync"])
+async def test_an_entrypoint_and_its_tasks_get_the_writer_and_the_config_by_name(
+    checkpointer: Checkpointer, is_async: bool
+) -> None:
+    # LangGraph: test_pregel_async.py::test_overriding_injectable_args_with_async_task (and
+    # test_pregel.py::test_overriding_injectable_args_with_tasks), without the store (not
+    # offered): LangGraph fills in an entrypoint's and a task's parameters named ``writer``
+    # and ``config`` (its StreamWriter and RunnableConfig), as it does a node's. Ours called
+    # them without those arguments (a TypeError).
+    theirs = writing_entrypoint(lg_func, is_async)
+    ours = writing_entrypoint(__import__("tinyagents.graph", fromlist=["task"]), is_async)
+    ours.checkpointer = checkpointer
+    modes = ["custom", "updates"]
+    expected = [
+        ("custom", {"entry": "in", "thread": "1"}),
+        ("custom", {"task": 1, "thread": "1"}),
+        ("updates", {"note" if is_async else "sync_note": 1}),
+        ("custom", {"task": 2, "thread": "1"}),
+        ("updates", {"note" if is_async else "sync_note": 2}),
+        ("updates", {"flow" if is_async else "sync_flow": [1, 2]}),
+    ]
+    assert [c async for c in theirs.astream("in", cfg(), stream_mode=modes)] == expected
+    assert [c async for c in ours.stream("in", thread_id="1", mode=modes)] == expected
+
+
+@pytest.mark.parametrize("is_async", [True, False], ids=["async", "sync"])
+async def test_a_writer_or_config_given_to_a_task_is_passed_as_given(is_async: bool) -> None:
+    # LangGraph: test_pregel_async.py::test_overriding_injectable_args_with_async_task
+    # (without the store): an argument given for an injected parameter wins
+    seen: list[Any] = []
+    for mod in (lg_func, __import__("tinyagents.graph", fromlist=["task"])):
+        if is_async:
+
+            @mod.task
+            async def foo(writer: StreamWriter, value: Any, config: RunnableConfig) -> None:
+                seen.append((writer, value, config))
+
+            @mod.entrypoint()
+            async def main(inputs: Any) -> str:
+                await foo(writer=None, value=None, config=None)
+                await foo(writer="hello", value="hello", config="hello")
+                return "OK"
+
+        else:
+
+            @mod.task
+            def foo(writer: StreamWriter, value: Any, config: RunnableConfig) -> None:
+                seen.append((writer, value, config))
+
+            @mod.entrypoint()
+            def main(inputs: Any) -> str:
+                foo(writer=None, value=None, config=None).result()
+                foo(writer="hello", value="hello", config="hello").result()
+                return "OK"
+
+        assert await main.ainvoke({}) == "OK"
+    assert seen == [(None, None, None), ("hello", "hello", "hello")] * 2
