@@ -1,7 +1,7 @@
 """Ports of LangGraph's tests, seventh round (``libs/langgraph/tests/test_time_travel.py``,
-``test_pregel.py`` and ``test_large_cases.py``): the same program on LangGraph and on
-``tinyagents.graph``, compared, as in ``test_langgraph_ports.py``. Each test's comment names
-the LangGraph test it follows.
+``test_pregel.py``, ``test_pregel_async.py`` and ``test_large_cases.py``): the same program
+on LangGraph and on ``tinyagents.graph``, compared, as in ``test_langgraph_ports.py``. Each
+test's comment names the LangGraph test it follows.
 
 LangGraph runs on its ``InMemorySaver``; ours on every checkpointer backend (the
 ``checkpointer`` fixture). A difference docs/graph.md documents is asserted as ours, with a
@@ -14,7 +14,8 @@ import operator
 from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 import pytest
-from langgraph_kit import OURS, THEIRS, cfg, lg_memory
+from langgraph_kit import OURS, THEIRS, cfg, lg_memory, lg_types
+from pydantic import BaseModel, ConfigDict, Field
 
 from tinyagents.errors import GraphError, UnknownTargetError
 from tinyagents.graph import entrypoint
@@ -422,3 +423,239 @@ async def test_a_writer_or_config_given_to_a_task_is_passed_as_given(is_async: b
 
         assert await main.ainvoke({}) == "OK"
     assert seen == [(None, None, None), ("hello", "hello", "hello")] * 2
+
+
+# -- a breakpoint, then a new input (test_large_cases.py) ----------------------------------
+
+
+class InOut(TypedDict, total=False):
+    input: int
+    inbox: int
+    output: int
+
+
+def two_processes(g: Any) -> Any:
+    return (
+        g.StateGraph(InOut)
+        .add_node("one", lambda state: {"inbox": state["input"] + 1})
+        .add_node("two", lambda state: {"output": state["inbox"] + 1})
+        .add_edge(g.START, "one")
+        .add_edge("one", "two")
+    )
+
+
+async def test_a_new_input_at_a_breakpoint_drops_the_step_that_waited(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_large_cases.py::test_invoke_two_processes_in_out_interrupt, its Pregel
+    # graph written as a StateGraph (one channel per key): a run stops after "one"; None
+    # goes on; a new input while "two" waits starts from START again, "two" not run for the
+    # input before
+    ours = two_processes(OURS).compile(checkpointer=checkpointer, interrupt_after=["one"])
+    theirs = two_processes(THEIRS).compile(
+        checkpointer=lg_memory.InMemorySaver(), interrupt_after=["one"]
+    )
+    assert await run_both(ours, theirs, {"input": 2}) == {"input": 2, "inbox": 3}
+    assert await run_both(ours, theirs, None) == {"input": 2, "inbox": 3, "output": 4}
+    assert await run_both(ours, theirs, {"input": 20}) == {"input": 20, "inbox": 21, "output": 4}
+    assert await run_both(ours, theirs, {"input": 3}) == {"input": 3, "inbox": 4, "output": 4}
+    assert await run_both(ours, theirs, None) == {"input": 3, "inbox": 4, "output": 5}
+    # another thread: stopped after "one", its state updated as "one", then run on
+    await run_both(ours, theirs, {"input": 20}, thread="2")
+    ours_state = await ours.get_state("2")
+    theirs_state = await theirs.aget_state(cfg("2"))
+    assert ours_state.values == theirs_state.values == {"input": 20, "inbox": 21}
+    assert ours_state.next == theirs_state.next == ("two",)
+    await theirs.aupdate_state(cfg("2"), {"inbox": 25}, as_node="one")
+    await ours.update_state("2", {"inbox": 25}, as_node="one")
+    out = await run_both(ours, theirs, None, thread="2")
+    assert out == {"input": 20, "inbox": 25, "output": 26}
+    assert (await ours.get_state("2")).next == (await theirs.aget_state(cfg("2"))).next == ()
+    # the first thread's history, checkpoint by checkpoint
+    theirs_h = [
+        (s.next, s.values, s.metadata["source"], s.metadata["step"])
+        async for s in theirs.aget_state_history(cfg())
+    ]
+    ours_h = [
+        (h.next, (await ours.get_state("1", h.checkpoint_id)).values, h.source, h.step)
+        for h in await ours.history("1")
+    ]
+    assert ours_h == theirs_h
+
+
+# -- a failed run leaves the last checkpoint (test_pregel.py) ------------------------------
+
+
+class Total(TypedDict, total=False):
+    input: int
+    output: int
+    total: Annotated[int, operator.add]
+
+
+def retried_adder(g: Any, retry: Any) -> Any:
+    errored_once: list[bool] = []
+
+    def one(state: Any) -> dict[str, Any]:
+        out = state["total"] + state["input"]
+        if out > 4 and not errored_once:
+            errored_once.append(True)
+            raise ConnectionError("I will be retried")
+        if out > 10:
+            raise ValueError("Input is too large")
+        return {"output": out, "total": out}
+
+    return (
+        g.StateGraph(Total, output_schema=Total)
+        .add_node("one", one, retry_policy=retry(initial_interval=0, jitter=False))
+        .add_edge(g.START, "one")
+    )
+
+
+async def test_a_retried_node_that_fails_at_last_leaves_the_thread_where_it_was(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_pregel.py::test_invoke_checkpoint_two (and _three), its Pregel graph written as a
+    # StateGraph: a ConnectionError is retried (the default retry_on), a ValueError fails
+    # the run, the thread's values stay those of its last checkpoint, the error is kept with
+    # the failed task (LangGraph's pending ERROR write), and another thread starts afresh
+    from tinyagents.graph import RetryPolicy as OursRetryPolicy
+
+    ours = retried_adder(OURS, OursRetryPolicy).compile(checkpointer=checkpointer)
+    theirs = retried_adder(THEIRS, lg_types.RetryPolicy).compile(
+        checkpointer=lg_memory.InMemorySaver()
+    )
+    assert (await run_both(ours, theirs, {"input": 2}))["output"] == 2
+    out = await run_both(ours, theirs, {"input": 3})
+    assert out == {"input": 3, "output": 5, "total": 7}
+    with pytest.raises(ValueError, match="Input is too large"):
+        await theirs.ainvoke({"input": 4}, cfg())
+    result = await ours.run({"input": 4}, thread_id="1")
+    assert result.status == "failed"
+    assert isinstance(result.error, ValueError)
+    ours_state = await ours.get_state("1")
+    theirs_state = await theirs.aget_state(cfg())
+    assert ours_state.values == theirs_state.values == {"input": 4, "output": 5, "total": 7}
+    assert ours_state.next == theirs_state.next == ("one",)
+    assert [t.error for t in ours_state.tasks] == [t.error for t in theirs_state.tasks]
+    assert [t.error for t in ours_state.tasks] == ["ValueError('Input is too large')"]
+    assert (await run_both(ours, theirs, {"input": 5}, thread="2"))["total"] == 5
+    assert (await ours.get_state("1")).values["total"] == 7
+    # LangGraph: test_pregel.py::test_invoke_checkpoint_three: a new input goes on from the
+    # failed step's thread (the failed task dropped)
+    out = await run_both(ours, theirs, {"input": 2})
+    assert out == {"input": 2, "output": 9, "total": 16}
+    assert (await ours.get_state("1")).next == (await theirs.aget_state(cfg())).next == ()
+
+
+# -- a pydantic state with a reducer on a model and updates of other models (test_pregel.py) -
+
+
+def sorted_add(x: list[str], y: list[str]) -> list[str]:
+    return sorted(operator.add(x, y))
+
+
+class InnerObject(BaseModel):
+    yo: int
+
+
+class DocsState(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    query: str
+    inner: Annotated[InnerObject, lambda x, y: y]
+    answer: str | None = None
+    docs: Annotated[list[str], sorted_add]
+
+
+class StateUpdate(BaseModel):
+    query: str | None = None
+    answer: str | None = None
+    docs: list[str] | None = None
+
+
+class UpdateDocs34(BaseModel):
+    docs: list[str] = Field(default_factory=lambda: ["doc3", "doc4"])
+
+
+class DocsInput(BaseModel):
+    query: str
+    inner: InnerObject
+
+
+class DocsOutput(BaseModel):
+    answer: str
+    docs: list[str]
+
+
+def pydantic_fan_out(g: Any) -> Any:
+    def rewrite_query(data: DocsState) -> Any:
+        assert isinstance(data.inner, InnerObject)
+        return {"query": f"query: {data.query}"}
+
+    def analyzer_one(data: DocsState) -> Any:
+        assert isinstance(data.inner, InnerObject)
+        return StateUpdate(query=f"analyzed: {data.query}")
+
+    def decider(data: DocsState) -> str:
+        assert isinstance(data, DocsState)
+        return "retriever_two"
+
+    workflow = g.StateGraph(DocsState, input_schema=DocsInput, output_schema=DocsOutput)
+    workflow.add_node("rewrite_query", rewrite_query)
+    workflow.add_node("analyzer_one", analyzer_one)
+    workflow.add_node("retriever_one", lambda data: {"docs": ["doc1", "doc2"]})
+    workflow.add_node("retriever_two", lambda data: UpdateDocs34())
+    workflow.add_node("qa", lambda data: {"answer": ",".join(data.docs)})
+    workflow.add_edge(g.START, "rewrite_query")
+    workflow.add_edge("rewrite_query", "analyzer_one")
+    workflow.add_edge("analyzer_one", "retriever_one")
+    workflow.add_conditional_edges("rewrite_query", decider, {"retriever_two": "retriever_two"})
+    workflow.add_edge(["retriever_one", "retriever_two"], "qa")
+    return workflow.add_edge("qa", g.END)
+
+
+async def test_a_pydantic_state_takes_updates_of_other_models_and_a_reducer_on_a_model(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_pregel.py::test_in_one_fan_out_state_graph_waiting_edge_custom_state_
+    # class_pydantic2 (the async twin of the class without ``inner`` too): a field of a
+    # model type with a reducer, a node returning another model (its unset None fields left
+    # out, a default_factory's value kept), a join, an interrupt_after, then update_state
+    ours = pydantic_fan_out(OURS).compile(checkpointer=checkpointer)
+    theirs = pydantic_fan_out(THEIRS).compile(checkpointer=lg_memory.InMemorySaver())
+    given = {"query": "what is weather in sf", "inner": {"yo": 1}}
+    out = await run_both(ours, theirs, given)
+    assert out == {"answer": "doc1,doc2,doc3,doc4", "docs": ["doc1", "doc2", "doc3", "doc4"]}
+    ours_updates = [c async for c in ours.stream(given, thread_id="2", mode="updates")]
+    theirs_updates = [c async for c in theirs.astream(given, cfg("2"), stream_mode="updates")]
+    # the tasks of a step are streamed as they finish: sorted within the step
+    assert ours_updates[:1] == theirs_updates[:1]
+    assert sorted(map(str, ours_updates[1:3])) == sorted(map(str, theirs_updates[1:3]))
+    assert ours_updates[3:] == theirs_updates[3:]
+    assert theirs_updates == [
+        {"rewrite_query": {"query": "query: what is weather in sf"}},
+        {"analyzer_one": {"query": "analyzed: query: what is weather in sf"}},
+        {"retriever_two": {"docs": ["doc3", "doc4"]}},
+        {"retriever_one": {"docs": ["doc1", "doc2"]}},
+        {"qa": {"answer": "doc1,doc2,doc3,doc4"}},
+    ]
+    ours_paused = pydantic_fan_out(OURS).compile(
+        checkpointer=checkpointer, interrupt_after=["retriever_one"]
+    )
+    theirs_paused = pydantic_fan_out(THEIRS).compile(
+        checkpointer=lg_memory.InMemorySaver(), interrupt_after=["retriever_one"]
+    )
+    await run_both(ours_paused, theirs_paused, given, thread="3")
+    out = await run_both(ours_paused, theirs_paused, None, thread="3")
+    assert out == {"answer": "doc1,doc2,doc3,doc4", "docs": ["doc1", "doc2", "doc3", "doc4"]}
+    await theirs_paused.aupdate_state(cfg("3"), {"docs": ["doc5"]}, as_node="rewrite_query")
+    await ours_paused.update_state("3", {"docs": ["doc5"]}, as_node="rewrite_query")
+    ours_state = await ours_paused.get_state("3")
+    theirs_state = await theirs_paused.aget_state(cfg("3"))
+    # the input's ``inner`` is saved as its field's type reads it, where LangGraph saves
+    # the dict given (docs/graph.md, "State": "Input and update_state save the value as its
+    # field's type reads it")
+    assert ours_state.values == {**theirs_state.values, "inner": InnerObject(yo=1)}
+    assert theirs_state.values["inner"] == {"yo": 1}
+    assert ours_state.values["docs"] == ["doc1", "doc2", "doc3", "doc4", "doc5"]
+    assert ours_state.next == theirs_state.next
