@@ -14,7 +14,7 @@ import operator
 from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 import pytest
-from langgraph_kit import OURS, THEIRS, cfg, lg_memory, lg_types
+from langgraph_kit import OURS, THEIRS, cfg, lg_memory, lg_types, shape
 from pydantic import BaseModel, ConfigDict, Field
 
 from tinyagents.errors import GraphError, UnknownTargetError
@@ -659,3 +659,55 @@ async def test_a_pydantic_state_takes_updates_of_other_models_and_a_reducer_on_a
     assert theirs_state.values["inner"] == {"yo": 1}
     assert ours_state.values["docs"] == ["doc1", "doc2", "doc3", "doc4", "doc5"]
     assert ours_state.next == theirs_state.next
+
+
+class X(TypedDict, total=False):
+    x: int
+
+
+def node_calling_a_task(g: Any, mod: Any) -> Any:
+    @mod.task
+    async def t(v: int, writer: StreamWriter) -> int:
+        writer({"t": v})
+        return v + 1
+
+    async def node(state: Any, writer: StreamWriter) -> dict[str, Any]:
+        writer({"n": 1})
+        return {"x": await t(state["x"])}
+
+    return g.StateGraph(X).add_node("n", node).add_edge(g.START, "n").compile()
+
+
+async def test_a_task_a_graph_node_calls_streams_as_the_node_s_sub_graph() -> None:
+    # found porting test_pregel_async.py::test_overriding_injectable_args_with_async_task: a
+    # task called by a StateGraph's node. LangGraph streams its custom items and its update
+    # in the graph's own stream; ours streams it as the node's sub-graph (docs/graph.md,
+    # "The functional API", where it differs from LangGraph's)
+    import tinyagents.graph as ours_graph
+
+    ours = node_calling_a_task(OURS, ours_graph)
+    theirs = node_calling_a_task(THEIRS, lg_func)
+    modes = ["custom", "updates"]
+    theirs_items = [i async for i in theirs.astream({"x": 1}, stream_mode=modes)]
+    assert theirs_items == [
+        ("custom", {"n": 1}),
+        ("custom", {"t": 1}),
+        ("updates", {"t": 2}),
+        ("updates", {"n": {"x": 2}}),
+    ]
+    ours_items = [i async for i in ours.stream({"x": 1}, mode=modes)]
+    assert ours_items == [("custom", {"n": 1}), ("updates", {"n": {"x": 2}})]
+    theirs_items = [i async for i in theirs.astream({"x": 1}, stream_mode=modes, subgraphs=True)]
+    assert [(shape(ns), mode, item) for ns, mode, item in theirs_items] == [
+        ((), "custom", {"n": 1}),
+        (("n",), "custom", {"t": 1}),
+        ((), "updates", {"t": 2}),
+        ((), "updates", {"n": {"x": 2}}),
+    ]
+    ours_items = [i async for i in ours.stream({"x": 1}, mode=modes, subgraphs=True)]
+    assert [(shape(ns), mode, item) for ns, mode, item in ours_items] == [
+        ((), "custom", {"n": 1}),
+        (("n",), "custom", {"t": 1}),
+        (("n",), "updates", {"t": {"output": 2}}),
+        ((), "updates", {"n": {"x": 2}}),
+    ]
