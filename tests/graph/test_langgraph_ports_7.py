@@ -10,14 +10,16 @@ comment naming the section.
 
 from __future__ import annotations
 
+import asyncio
 import operator
 from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 import pytest
-from langgraph_kit import OURS, THEIRS, cfg, lg_memory, lg_types, shape
+from langgraph_kit import OURS, THEIRS, cfg, lg_errors, lg_memory, lg_types, shape
 from pydantic import BaseModel, ConfigDict, Field
 
 from tinyagents.errors import GraphError, UnknownTargetError
+from tinyagents.graph import RetryPolicy as OursRetryPolicy
 from tinyagents.graph import entrypoint
 from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
 
@@ -518,8 +520,6 @@ async def test_a_retried_node_that_fails_at_last_leaves_the_thread_where_it_was(
     # StateGraph: a ConnectionError is retried (the default retry_on), a ValueError fails
     # the run, the thread's values stay those of its last checkpoint, the error is kept with
     # the failed task (LangGraph's pending ERROR write), and another thread starts afresh
-    from tinyagents.graph import RetryPolicy as OursRetryPolicy
-
     ours = retried_adder(OURS, OursRetryPolicy).compile(checkpointer=checkpointer)
     theirs = retried_adder(THEIRS, lg_types.RetryPolicy).compile(
         checkpointer=lg_memory.InMemorySaver()
@@ -711,3 +711,70 @@ async def test_a_task_a_graph_node_calls_streams_as_the_node_s_sub_graph() -> No
         (("n",), "updates", {"t": {"output": 2}}),
         ((), "updates", {"n": {"x": 2}}),
     ]
+
+
+# -- a node's timeout (test_retry.py) -------------------------------------------------------
+
+
+class Counter(TypedDict):
+    x: int
+
+
+def timed(g: Any, attempts: list[int], *, retried: bool) -> Any:
+    async def flaky(state: Any) -> dict[str, Any]:
+        attempts.append(len(attempts))
+        if len(attempts) < 2:
+            await asyncio.Event().wait()  # never set: the attempt times out
+        return {"x": state["x"] + 1}
+
+    policy = (lg_types.RetryPolicy if g is THEIRS else OursRetryPolicy)(
+        max_attempts=3 if retried else 1, initial_interval=0.0, jitter=False
+    )
+    return (
+        g.StateGraph(Counter)
+        .add_node("flaky", flaky, timeout=0.05, retry_policy=policy)
+        .add_edge(g.START, "flaky")
+        .add_edge("flaky", g.END)
+        .compile()
+    )
+
+
+async def test_a_timed_out_attempt_is_retried_by_default() -> None:
+    # LangGraph: test_retry.py::test_state_graph_add_node_timeout_composes_with_retry, with
+    # the default retry_on (LangGraph's retries its NodeTimeoutError, ours a TimeoutError)
+    ours_attempts: list[int] = []
+    theirs_attempts: list[int] = []
+    ours = timed(OURS, ours_attempts, retried=True)
+    theirs = timed(THEIRS, theirs_attempts, retried=True)
+    assert await theirs.ainvoke({"x": 0}) == {"x": 1}
+    assert (await ours.run({"x": 0})).raise_for_status().state == {"x": 1}
+    assert ours_attempts == theirs_attempts == [0, 1]
+
+
+async def test_a_node_that_times_out_fails_its_run() -> None:
+    # LangGraph: test_retry.py::test_state_graph_add_node_timeout_e2e: LangGraph 1.2 raises
+    # its NodeTimeoutError, ours fails the run with a TimeoutError (docs/graph.md, "What it
+    # does not do": timeouts)
+    ours = timed(OURS, [], retried=False)
+    theirs = timed(THEIRS, [], retried=False)
+    with pytest.raises(lg_errors.NodeTimeoutError):
+        await theirs.ainvoke({"x": 0})
+    result = await ours.run({"x": 0})
+    assert result.status == "failed"
+    assert isinstance(result.error, TimeoutError)
+
+
+def test_a_sync_node_may_have_a_timeout() -> None:
+    # LangGraph: test_retry.py::test_state_graph_compile_rejects_sync_node_timeout: LangGraph
+    # 1.2 refuses it at compile; ours runs the node on a thread of its own (docs/graph.md,
+    # "Nodes", and "What it does not do": timeouts)
+    def build(g: Any) -> Any:
+        return (
+            g.StateGraph(Counter)
+            .add_node("slow", lambda state: {"x": state["x"] + 1}, timeout=0.05)
+            .add_edge(g.START, "slow")
+        )
+
+    with pytest.raises(ValueError, match="only supported for async nodes"):
+        build(THEIRS).compile()
+    assert build(OURS).compile().run_sync({"x": 1}).state == {"x": 2}
