@@ -778,3 +778,46 @@ def test_a_sync_node_may_have_a_timeout() -> None:
     with pytest.raises(ValueError, match="only supported for async nodes"):
         build(THEIRS).compile()
     assert build(OURS).compile().run_sync({"x": 1}).state == {"x": 2}
+
+
+class Vals(TypedDict, total=False):
+    vals: Annotated[list[str], operator.add]
+
+
+def cancel_raising(g: Any) -> Any:
+    async def ok(state: Any) -> dict[str, Any]:
+        return {"vals": ["ok"]}
+
+    async def boom(state: Any) -> dict[str, Any]:
+        raise asyncio.CancelledError("user-raised in node body")
+
+    return (
+        g.StateGraph(Vals)
+        .add_node("ok", ok)
+        .add_node("boom", boom)
+        .add_edge(g.START, "ok")
+        .add_edge(g.START, "boom")
+    )
+
+
+async def test_a_node_raising_cancelled_error_itself_fails_the_run(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_retry.py::test_pregel_user_raised_cancellederror_fails_run: one branch
+    # of a step raises CancelledError though nothing cancelled it; the run fails (not a
+    # partial success), the error naming the node, the CancelledError its cause. LangGraph
+    # 1.2's error is its NodeCancelledError, ours a RuntimeError (docs/graph.md, "Running":
+    # "A node that raises CancelledError though nothing cancelled its task")
+    with pytest.raises(lg_errors.NodeCancelledError) as raised:
+        await cancel_raising(THEIRS).compile().ainvoke({"vals": []})
+    assert raised.value.node == "boom"
+    assert isinstance(raised.value.__cause__, asyncio.CancelledError)
+    ours = cancel_raising(OURS).compile(checkpointer=checkpointer)
+    result = await ours.run({"vals": []}, thread_id="1")
+    assert result.status == "failed"
+    assert isinstance(result.error, RuntimeError)
+    assert "node 'boom' raised CancelledError" in str(result.error)
+    assert isinstance(result.error.__cause__, asyncio.CancelledError)
+    # the branch that finished is kept; only the one that failed runs again
+    state = await ours.get_state("1")
+    assert state.next == ("boom",)
