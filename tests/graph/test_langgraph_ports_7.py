@@ -821,3 +821,64 @@ async def test_a_node_raising_cancelled_error_itself_fails_the_run(
     # the branch that finished is kept; only the one that failed runs again
     state = await ours.get_state("1")
     assert state.next == ("boom",)
+
+
+def http_errors() -> list[Exception]:
+    """httpx's and requests' HTTP errors, 5xx and 4xx (and requests' without a response)."""
+    httpx = pytest.importorskip("httpx")
+    requests = pytest.importorskip("requests")
+    request = httpx.Request("GET", "http://127.0.0.1/")
+    made: list[Exception] = []
+    for code in (503, 404):
+        response = httpx.Response(code, request=request)
+        made.append(httpx.HTTPStatusError("status", request=request, response=response))
+    for code in (502, 400, None):
+        error = requests.HTTPError("status")
+        if code is not None:
+            error.response = requests.Response()
+            error.response.status_code = code
+        made.append(error)
+    return made
+
+
+def test_the_default_retry_on_takes_what_langgraph_s_takes() -> None:
+    # LangGraph: test_retry.py::test_should_retry_default_retry_on: connection errors, 5xx
+    # HTTP errors and errors of one's own are retried; programming errors, OSError and 4xx
+    # are not
+    from langgraph._internal._retry import default_retry_on as theirs
+
+    from tinyagents.graph.types import default_retry_on as ours
+
+    class CustomError(Exception):
+        pass
+
+    errors = [
+        ConnectionError("connection refused"),
+        ConnectionResetError(),
+        ValueError("invalid value"),
+        TypeError("invalid type"),
+        ArithmeticError("division by zero"),
+        ImportError("module not found"),
+        LookupError("key not found"),
+        NameError("name not defined"),
+        SyntaxError("invalid syntax"),
+        RuntimeError("runtime error"),
+        ReferenceError("weak reference"),
+        StopIteration(),
+        StopAsyncIteration(),
+        OSError("file not found"),
+        CustomError("custom error"),
+        *http_errors(),
+    ]
+    requests_4xx = errors[-2]
+    assert [ours(e) for e in errors if e is not requests_4xx] == [
+        theirs(e) for e in errors if e is not requests_4xx
+    ]
+    assert [ours(e) for e in errors[-5:]] == [True, False, True, False, True]
+    # a requests HTTPError of a real 4xx response: LangGraph's retries it (it reads the
+    # response, falsy when not ok, as none; its own test uses a Mock, always truthy), ours
+    # does not, as for httpx's (docs/graph.md, "Nodes")
+    assert theirs(requests_4xx) and not ours(requests_4xx)
+    # a TimeoutError (what a node's timeout= raises here) is retried, an OSError LangGraph's
+    # is not (docs/graph.md, "Nodes": the default retry_on "also retries a TimeoutError")
+    assert ours(TimeoutError()) and not theirs(TimeoutError())
