@@ -15,11 +15,12 @@ import operator
 from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 import pytest
-from langgraph_kit import OURS, THEIRS, cfg, lg_errors, lg_memory, lg_types, shape
+from langgraph_kit import OURS, THEIRS, cfg, lg_errors, lg_graph, lg_memory, lg_types, shape
 from pydantic import BaseModel, ConfigDict, Field
 
-from tinyagents.errors import GraphError, UnknownTargetError
+from tinyagents.errors import ConfigurationError, GraphError, UnknownTargetError
 from tinyagents.graph import RetryPolicy as OursRetryPolicy
+from tinyagents.graph import add_messages as ours_add_messages
 from tinyagents.graph import entrypoint
 from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
 
@@ -882,3 +883,23 @@ def test_the_default_retry_on_takes_what_langgraph_s_takes() -> None:
     # a TimeoutError (what a node's timeout= raises here) is retried, an OSError LangGraph's
     # is not (docs/graph.md, "Nodes": the default retry_on "also retries a TimeoutError")
     assert ours(TimeoutError()) and not theirs(TimeoutError())
+
+
+def test_a_whole_state_message_graph_is_not_offered() -> None:
+    # LangGraph: test_large_cases.py::test_message_graph (and test_root_graph): LangGraph's
+    # MessageGraph is a graph whose whole state is one add_messages list; ours takes a state
+    # class only (docs/graph.md, "What it does not do": a state schema is a class)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # MessageGraph is deprecated
+        theirs = (
+            lg_graph.MessageGraph()
+            .add_node("agent", lambda messages: [("ai", f"{len(messages)} seen")])
+            .add_edge(THEIRS.START, "agent")
+            .compile()
+        )
+    out = theirs.invoke([("user", "hi")])
+    assert [m.content for m in out] == ["hi", "1 seen"]
+    with pytest.raises(ConfigurationError):
+        OURS.StateGraph(Annotated[list, ours_add_messages])
