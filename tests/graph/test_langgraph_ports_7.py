@@ -848,7 +848,7 @@ def test_the_default_retry_on_takes_what_langgraph_s_takes() -> None:
     # are not
     from langgraph._internal._retry import default_retry_on as theirs
 
-    from tinyagents.graph.types import default_retry_on as ours
+    from tinyagents.graph import default_retry_on as ours
 
     class CustomError(Exception):
         pass
