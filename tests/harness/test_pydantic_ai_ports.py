@@ -464,7 +464,8 @@ async def test_an_empty_answer_is_asked_for_again() -> None:
     result = await Agent("a", model).run("Hello")
     assert result.status is RunStatus.COMPLETED and result.output == "ok here is text"
     asked = model.requests[1].messages
-    assert [m.role for m in asked] == ["user", "user"]  # the empty answer carries nothing
+    # the empty answer stays, as pydantic-ai's ModelResponse(parts=[]) does (not sent over HTTP)
+    assert [m.role for m in asked] == ["user", "assistant", "user"]
     assert asked[-1].content == (  # pydantic-ai's words: test_pydantic_ai_ports_10.py
         "Validation feedback:\nPlease return text.\n\nFix the errors and try again."
     )
@@ -535,12 +536,12 @@ async def test_an_ask_for_an_answer_answered_with_nothing_leaves_the_transcript(
 ) -> None:
     # The ask after an empty answer leaves the transcript with the second empty answer, so a
     # session's next turn does not send a question nobody answered. It stayed when that
-    # answer was cut off (out of output tokens, or blocked), though the model's empty answer
-    # left and the run failed the same way.
+    # answer was cut off (out of output tokens, or blocked), though the run failed the same
+    # way. The first empty answer stays (test_pydantic_ai_ports_11.py).
     model = ScriptedModel([ModelResponse(text=""), ModelResponse(finish_reason=finish_reason)])
     result = await Agent("a", model).run("Hello")
     assert result.status is RunStatus.FAILED and "ModelResponseError" in (result.error or "")
-    assert [(m.role, m.content) for m in result.messages] == [("user", "Hello")]
+    assert [(m.role, m.content) for m in result.messages] == [("user", "Hello"), ("assistant", "")]
     assert len(model.requests) == 2
 
 
@@ -711,13 +712,14 @@ async def test_structured_output_wrong_as_a_whole_is_said_of_the_answer(
 
 async def test_structured_output_is_asked_for_again_once_per_prompt() -> None:
     # pydantic-ai's output retries count over the run, not in a row: a model that answered
-    # invalid output, then nothing (or a tool call), then invalid output again, was asked
-    # again and again without end.
-    script = ['{"bar": 0}', ModelResponse(text=""), tool_call("ping"), '{"bar": 0}', "{}"]
+    # invalid output, then a tool call, then invalid output again, was asked again and again
+    # without end. (An empty answer between them spends the retries too:
+    # test_pydantic_ai_ports_11.py.)
+    script = ['{"bar": 0}', tool_call("ping"), '{"bar": 0}', "{}"]
     model = ScriptedModel(script)
     result = await Agent("a", model, tools=[ping], output_type=Foo).run("Hello")
     assert result.status is RunStatus.FAILED and "again after it was told" in (result.error or "")
-    assert len(model.requests) == 4
+    assert len(model.requests) == 3
 
 
 async def test_structured_output_of_a_sub_agent_reaches_its_parent_as_json() -> None:

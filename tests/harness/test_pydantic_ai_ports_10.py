@@ -393,15 +393,6 @@ async def test_thinking_only_response_with_finish_reason_length() -> None:
     assert len(model.requests) == 1
 
 
-async def test_an_empty_answer_to_output_retries_of_more_than_one() -> None:
-    # pydantic-ai counts an empty answer against its output retries (consume_output_retry);
-    # ours asks once, whatever output_retries says (a second empty answer in a row fails).
-    model = FunctionModel(lambda request: ModelResponse(text=""))
-    result = await Agent("a", model, output_retries=3).run("Hello")
-    assert result.status is RunStatus.FAILED
-    assert len(model.requests) == 2
-
-
 async def test_retry_limit() -> None:
     # ports tests/test_usage_limits.py::test_retry_limit: a request limit of 1 stops the run
     # before the request its tool calls would need.

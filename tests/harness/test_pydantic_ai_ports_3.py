@@ -97,8 +97,8 @@ async def test_a_streamed_empty_answer_is_asked_for_again() -> None:
     assert asked.role == "user" and asked.metadata.get("retry") == "empty_answer"
     text = "".join(d.text for d in recorder.of_type("model.delta"))  # type: ignore[attr-defined]
     assert text == "ok here is text"
-    # the transcript keeps the ask with the answer that followed it, not the empty response
-    assert [m.role for m in result.messages] == ["user", "user", "assistant"]
+    # the transcript keeps the empty response, the ask and the answer that followed it
+    assert [m.role for m in result.messages] == ["user", "assistant", "user", "assistant"]
 
 
 @pytest.mark.parametrize("unknown_tools", ["error_result", "fail"])

@@ -556,9 +556,14 @@ def _max_output_tokens(model: str) -> int | None:
 
 
 def _messages_to_openai(messages: list[Message]) -> list[dict[str, Any]]:
-    """The conversation in OpenAI's format; consecutive plain user messages joined into one."""
+    """The conversation in OpenAI's format; consecutive plain user messages joined into one.
+    A model's empty answer (no text, no tool call: kept in the transcript, as pydantic-ai
+    keeps its ``ModelResponse(parts=[])``) is not sent, as pydantic-ai's OpenAI model does
+    not send it."""
     out: list[dict[str, Any]] = []
     for message in messages:
+        if message.role == "assistant" and not message.content and not message.tool_calls:
+            continue
         converted = _message_to_openai(message)
         previous = out[-1] if out else None
         if previous is not None and _plain_user(previous) and _plain_user(converted):

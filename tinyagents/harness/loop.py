@@ -139,6 +139,9 @@ EMPTY_ANSWER = "empty_answer"
 PLEASE = "Please {}."
 #: ``metadata["retry"]`` of the message that tells the model its answer is not valid output.
 INVALID_OUTPUT = "invalid_output"
+#: The asks that spend ``Agent.output_retries``, counted together as pydantic-ai counts its
+#: ``output_retries_used``.
+OUTPUT_ASKS = frozenset({EMPTY_ANSWER, INVALID_OUTPUT})
 #: What ``_output_of`` returns for a final answer it sent back to the model (None may be an
 #: output validator's output).
 ASKED: Any = object()
@@ -480,9 +483,7 @@ class AgentRun(RunDriver):
         own = output.max_retries is not None
         limit = output.max_retries if output.max_retries is not None else agent.output_retries
         # its own calls sent back (pydantic-ai's ``retries[name]``), against its own cap
-        sent_back = _asks_since_the_prompt(
-            self.messages, INVALID_OUTPUT, since=self._given, tool=call.name
-        )
+        sent_back = _asks_since_the_prompt(self.messages, since=self._given, tool=call.name)
         refused: str | None = None  # the function's or a validator's message
         errors: str | None = None  # the arguments' validation errors, in pydantic-ai's words
         if call.parse_error is not None:
@@ -629,26 +630,30 @@ class AgentRun(RunDriver):
 
     def _ask_for_an_answer(self, response: ModelResponse) -> None:
         """The model gave no text and no tool call: the run cannot end on that (it ended
-        ``completed`` with output ''), so the model is asked once more for an answer, as
-        pydantic-ai asks. A second empty answer in a row, or one it stopped on for a reason
-        asking again would meet again (``CUT_OFF``), raises ``ModelResponseError`` (the run
-        ends ``failed``). The empty response leaves the conversation: it carries nothing."""
+        ``completed`` with output ''), so the model is asked for an answer, as pydantic-ai
+        asks. The ask spends the output retries with the answers sent back since the prompt
+        (pydantic-ai's ``consume_output_retry``): past ``Agent.output_retries``, or on an
+        empty answer it stopped on for a reason asking again would meet again (``CUT_OFF``),
+        raises ``ModelResponseError`` (the run ends ``failed``). The empty response stays in
+        the conversation, as pydantic-ai's ``ModelResponse(parts=[])`` stays (``LiteLLMModel``
+        sends no such message)."""
         messages = self.messages
-        messages.pop()  # the empty assistant message _call_model appended
         model = response.model or self.agent.model.name
-        asked = len(messages) > self._given and messages[-1].metadata.get("retry") == EMPTY_ANSWER
-        if asked:  # our ask, answered with nothing: it leaves with that answer, however cut
-            messages.pop()
         why = CUT_OFF.get(response.finish_reason or "")
+        retries = self.agent.output_retries
+        sent_back = _asks_since_the_prompt(messages, since=self._given)
+        if why is not None or sent_back >= retries:
+            self._drop_asks_answered_with_nothing()
         if why is not None:
             raise ModelResponseError(
                 f"model {model!r} stopped before it answered anything: {why}; not asked again",
                 model=response.model,
             )
-        if asked:
+        if sent_back >= retries:
             raise ModelResponseError(
-                f"model {model!r} gave no text and no tool call, and again when asked once "
-                "more for an answer; an agent run ends on text",
+                f"model {model!r} gave no text and no tool call, with its output retries "
+                f"spent (asked again {sent_back} time(s), output_retries={retries}); an agent "
+                "run ends on text",
                 model=response.model,
             )
         # pydantic-ai's alternatives: output tools stand for every tool (its ``elif``)
@@ -662,6 +667,20 @@ class AgentRun(RunDriver):
         please = PLEASE.format(" or ".join(ways))
         ask = f"{VALIDATION_FEEDBACK}{please}\n\nFix the errors and try again."
         messages.append(Message(role="user", content=ask, metadata={"retry": EMPTY_ANSWER}))
+
+    def _drop_asks_answered_with_nothing(self) -> None:
+        """Before a run fails on an empty answer: each ask of ours at the end of its
+        transcript leaves with the empty answer it got, so that a session's next turn sends
+        no question that was never answered (``LiteLLMModel`` sends no empty answer, and
+        would send the ask with the next prompt). The first empty answer stays."""
+        messages = self.messages
+        while (
+            len(messages) - 2 >= self._given
+            and _answered_nothing(messages[-1])
+            and messages[-2].role == "user"
+            and messages[-2].metadata.get("retry") in OUTPUT_ASKS
+        ):
+            del messages[-2:]
 
     async def _output_of(self, response: ModelResponse) -> Any:
         """The run's output from its final answer: the text, or with
@@ -685,7 +704,7 @@ class AgentRun(RunDriver):
         ):
             return response.text  # the common case: nothing to count or call
         messages = self.messages
-        sent_back = _asks_since_the_prompt(messages, INVALID_OUTPUT, since=self._given)
+        sent_back = _asks_since_the_prompt(messages, since=self._given)
         refused: str | None = None  # a validator's (or the TextOutput function's) message
         errors: str | None = None  # a PromptedOutput answer's, as pydantic-ai words them
         not_output = output_type is None and not agent.allows_text  # text is not the output
@@ -783,7 +802,7 @@ class AgentRun(RunDriver):
         if not validators:
             return output
         if sent_back is None:
-            sent_back = _asks_since_the_prompt(self.messages, INVALID_OUTPUT, since=self._given)
+            sent_back = _asks_since_the_prompt(self.messages, since=self._given)
         ctx = self._output_context(sent_back, self.agent.output_retries, partial=partial, call=call)
         for validator in validators:
             output = await validator(ctx, output)
@@ -833,7 +852,7 @@ class AgentRun(RunDriver):
         function = agent.text_function
         if not agent.output_validators and function is None:
             return output
-        sent_back = _asks_since_the_prompt(self.messages, INVALID_OUTPUT, since=self._given)
+        sent_back = _asks_since_the_prompt(self.messages, since=self._given)
         if function is not None and isinstance(output, str):  # TextOutput's, as an answer's
             ctx = self._output_context(sent_back, agent.output_retries, partial=True)
             try:
@@ -1953,31 +1972,36 @@ def _unfenced(text: str) -> str:
 
 
 def _asks_since_the_prompt(
-    messages: Sequence[Message], retry: str, *, since: int, tool: str | None = None
+    messages: Sequence[Message], *, since: int, tool: str | None = None
 ) -> int:
-    """How many times the model was asked again for ``retry``'s reason since the last prompt
-    (a user message that is no ask of ours, or a steering message in whichever role it is
-    rendered; an output tool's call sent back, a ``tool`` message, is one ask): per prompt,
-    as pydantic-ai counts its retries over the run, so that answers in between (a tool call,
-    an empty answer) do not reset it. Only ``messages[since:]`` are
-    the run's own: an ask in the history it continues is another run's. ``tool``: only the
-    calls of that output tool sent back count (a ``ToolOutput`` with its own
-    ``max_retries``, counted per tool as pydantic-ai counts it)."""
+    """How many times the model was asked again for an answer (``OUTPUT_ASKS``: one it sent
+    back, or one for an empty answer) since the last prompt (a user message that is no ask
+    of ours, or a steering message in whichever role it is rendered; an output tool's call
+    sent back, a ``tool`` message, is one ask): per prompt, as pydantic-ai counts its
+    retries over the run, so that answers in between (a tool call) do not reset it. Only
+    ``messages[since:]`` are the run's own: an ask in the history it continues is another
+    run's. ``tool``: only the calls of that output tool sent back count (a ``ToolOutput``
+    with its own ``max_retries``, counted per tool as pydantic-ai counts it)."""
     asks = 0
     for index in range(len(messages) - 1, since - 1, -1):
         message = messages[index]
         if message.role == "tool":  # an output tool's call sent back (``A | str``) counts too
             if tool is None or message.name == tool:
-                asks += message.metadata.get("retry") == retry
+                asks += message.metadata.get("retry") == INVALID_OUTPUT
             continue
         if message.role != "user" and "steering" not in message.metadata:
             continue
         asked = message.metadata.get("retry")
         if asked is None:
             break
-        if asked == retry and tool is None:
+        if asked in OUTPUT_ASKS and tool is None:
             asks += 1
     return asks
+
+
+def _answered_nothing(message: Message) -> bool:
+    """Whether ``message`` is a model's empty answer: no text and no tool call."""
+    return message.role == "assistant" and not message.content and not message.tool_calls
 
 
 def _refuse_cut_off_calls(response: ModelResponse, request: ModelRequest) -> None:
