@@ -8,11 +8,13 @@ unless said otherwise). Where we behave differently on purpose, the test says wh
 
 from __future__ import annotations
 
+import json
+
 from pydantic import BaseModel
 
-from tinyagents import Agent, RunContext, RunStatus
-from tinyagents.harness import Message, ModelResponse
-from tinyagents.testkit import FunctionModel, ScriptedModel, reply
+from tinyagents import Agent, PromptedOutput, RunContext, RunStatus
+from tinyagents.harness import LiteLLMModel, Message, ModelRequest, ModelResponse
+from tinyagents.testkit import FunctionModel, OpenAICompatServer, ScriptedModel, reply
 
 
 class Foo(BaseModel):
@@ -138,3 +140,137 @@ async def test_a_run_failed_on_empty_answers_keeps_the_first() -> None:
         ("assistant", ""),
         ("user", "empty_answer"),
     ]
+
+
+# --- output schemas without property titles (pydantic-ai's GenerateToolJsonSchema) ---
+
+
+class Bar(BaseModel):
+    """A bar."""
+
+    bar: str
+
+
+class Outer(BaseModel):
+    """Outer holds a bar."""
+
+    inner: Bar
+    n: int
+
+
+PROMPT = (
+    "Always respond with a JSON object that's compatible with this schema:\n\n{}\n\n"
+    "Don't include any text or Markdown fencing before or after.\n"
+)
+
+
+def system_text(request: ModelRequest) -> str:
+    first = request.messages[0]
+    assert first.role == "system"
+    return first.content
+
+
+async def test_prompted_output_schema_has_no_property_titles() -> None:
+    # ports tests/models/test_fallback.py's prompted output instructions: the schema written
+    # into the prompt is {"properties": {"bar": {"type": "string"}}, "required": ["bar"],
+    # "title": "Foo", "type": "object"}; ours kept "title": "Bar" on each property.
+    class Foo(BaseModel):
+        bar: str
+
+    model = ScriptedModel(['{"bar": "baz"}'])
+    result = await Agent("a", model, instructions=None, output_type=PromptedOutput(Foo)).run("go")
+    assert result.output == Foo(bar="baz"), result.error
+    schema = {"properties": {"bar": {"type": "string"}}, "required": ["bar"], "title": "Foo"}
+    assert system_text(model.requests[0]) == PROMPT.format(json.dumps({**schema, "type": "object"}))
+
+
+async def test_prompted_output_description_joins_the_docstring() -> None:
+    # ports test_prompted_output (PromptedOutput(CityLocation, name=..., description=...)):
+    # pydantic-ai's ObjectOutputProcessor writes the marker's description before the model's
+    # docstring ("<description>. <docstring>"), after the title; ours dropped the docstring.
+    class CityLocation(BaseModel):
+        """Description from docstring."""
+
+        city: str
+        country: str
+
+    model = ScriptedModel(['{"city": "Mexico City", "country": "Mexico"}'])
+    marker = PromptedOutput(
+        CityLocation, name="City & Country", description="Description from PromptedOutput"
+    )
+    result = await Agent("a", model, instructions=None, output_type=marker).run("capital?")
+    assert result.output == CityLocation(city="Mexico City", country="Mexico"), result.error
+    schema = {
+        "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
+        "required": ["city", "country"],
+        "title": "City & Country",
+        "type": "object",
+        "description": "Description from PromptedOutput. Description from docstring.",
+    }
+    assert system_text(model.requests[0]) == PROMPT.format(json.dumps(schema))
+
+
+async def test_prompted_output_of_nested_models_drops_titles_in_defs() -> None:
+    # GenerateToolJsonSchema drops the property titles of every model it writes, in $defs
+    # too; the docstring is the description, after the title.
+    model = ScriptedModel(['{"inner": {"bar": "x"}, "n": 1}'])
+    agent = Agent("a", model, instructions=None, output_type=PromptedOutput(Outer))
+    assert (await agent.run("go")).output == Outer(inner=Bar(bar="x"), n=1)
+    written = system_text(model.requests[0]).split("\n\n")[1]
+    assert json.loads(written) == {
+        "$defs": {
+            "Bar": {
+                "description": "A bar.",
+                "properties": {"bar": {"type": "string"}},
+                "required": ["bar"],
+                "title": "Bar",
+                "type": "object",
+            }
+        },
+        "properties": {"inner": {"$ref": "#/$defs/Bar"}, "n": {"type": "integer"}},
+        "required": ["inner", "n"],
+        "title": "Outer",
+        "type": "object",
+        "description": "Outer holds a bar.",
+    }
+
+
+async def test_native_output_schema_sent_has_no_property_titles() -> None:
+    # ports test_agent.py's native output_object ({'properties': {'bar': {'type': 'string'}},
+    # 'title': 'Foo', ...}) and OpenAIChatModel._map_json_schema: the response_format's schema
+    # has no property titles and no description, which is the json_schema's description.
+    async with OpenAICompatServer(['{"inner": {"bar": "x"}, "n": 1}']) as server:
+        model = LiteLLMModel("openai/test-model", api_base=server.base_url, api_key="sk-test")
+        result = await Agent("a", model, output_type=Outer).run("Hello")
+    assert result.output == Outer(inner=Bar(bar="x"), n=1), result.error
+    sent = server.requests[0]["response_format"]["json_schema"]
+    assert (sent["name"], sent["strict"]) == ("Outer", True)
+    assert sent["description"] == "Outer holds a bar."
+    assert sent["schema"] == {
+        "$defs": {
+            "Bar": {
+                "description": "A bar.",
+                "properties": {"bar": {"type": "string"}},
+                "required": ["bar"],
+                "title": "Bar",
+                "type": "object",
+                "additionalProperties": False,
+            }
+        },
+        "properties": {"inner": {"$ref": "#/$defs/Bar"}, "n": {"type": "integer"}},
+        "required": ["inner", "n"],
+        "title": "Outer",
+        "type": "object",
+        "additionalProperties": False,
+    }
+
+
+async def test_native_output_of_a_wrapped_type_sent_without_titles() -> None:
+    # a type that is no model (list[Bar]) is wrapped as {"response": ...}: the models in its
+    # $defs lose their property titles too (pydantic-ai builds it with GenerateToolJsonSchema).
+    async with OpenAICompatServer(['{"response": [{"bar": "x"}]}']) as server:
+        model = LiteLLMModel("openai/test-model", api_base=server.base_url, api_key="sk-test")
+        result = await Agent("a", model, output_type=list[Bar]).run("Hello")
+    assert result.output == [Bar(bar="x")], result.error
+    schema = server.requests[0]["response_format"]["json_schema"]["schema"]
+    assert schema["$defs"]["Bar"]["properties"] == {"bar": {"type": "string"}}

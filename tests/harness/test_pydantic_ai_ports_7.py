@@ -591,7 +591,7 @@ def system_text(request: ModelRequest) -> str | None:
 
 async def test_prompted_output() -> None:
     # ports test_prompted_output: no response_format; the schema (titled and described by
-    # the marker) ends the system prompt of each request, in pydantic-ai's default
+    # the marker, as pydantic-ai's ObjectOutputProcessor writes it) ends the system prompt of each request, in pydantic-ai's default
     # template, and the answer's text is read as its JSON. The transcript keeps no prompt.
     model = ScriptedModel(['{"city": "Mexico City", "country": "Mexico"}'])
     marker = PromptedOutput(
@@ -601,16 +601,29 @@ async def test_prompted_output() -> None:
     assert result.output == CityLocation(city="Mexico City", country="Mexico"), result.error
     request = model.requests[0]
     assert request.response_format is None and request.tools == []
-    schema = {
-        **CityLocation.model_json_schema(),
+    schema = {  # no property titles; the marker's description, then the docstring, last
+        "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
+        "required": ["city", "country"],
         "title": "City & Country",
-        "description": "Description from PromptedOutput",
+        "type": "object",
+        "description": "Description from PromptedOutput. Description from docstring.",
     }
     assert system_text(request) == (
         "Always respond with a JSON object that's compatible with this schema:\n\n"
         f"{json.dumps(schema)}\n\nDon't include any text or Markdown fencing before or after.\n"
     )
     assert [m.role for m in result.messages] == ["user", "assistant"]
+
+
+#: Foo's schema as pydantic-ai writes it into the prompt: no property titles.
+FOO_SCHEMA = json.dumps(
+    {
+        "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+        "required": ["a", "b"],
+        "title": "Foo",
+        "type": "object",
+    }
+)
 
 
 async def test_prompted_output_with_template_and_instructions() -> None:
@@ -620,16 +633,12 @@ async def test_prompted_output_with_template_and_instructions() -> None:
     marker = PromptedOutput(Foo, template="Gimme some JSON:")
     result = await Agent("a", model, instructions="Be helpful", output_type=marker).run("go")
     assert result.output == Foo(a=1, b="x"), result.error
-    assert system_text(model.requests[0]) == (
-        f"Be helpful\n\nGimme some JSON:\n\n{json.dumps(Foo.model_json_schema())}"
-    )
+    assert system_text(model.requests[0]) == f"Be helpful\n\nGimme some JSON:\n\n{FOO_SCHEMA}"
     assert result.messages[0].content == "Be helpful"  # the transcript's is the agent's own
     model = ScriptedModel(['{"a": 1, "b": "x"}'])
     marker = PromptedOutput(Foo, template="JSON like {schema}, please")
     await Agent("a", model, output_type=marker).run("go")
-    assert system_text(model.requests[0]) == (
-        f"JSON like {json.dumps(Foo.model_json_schema())}, please"
-    )
+    assert system_text(model.requests[0]) == f"JSON like {FOO_SCHEMA}, please"
 
 
 async def test_prompted_output_with_template_false() -> None:

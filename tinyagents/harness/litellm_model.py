@@ -27,6 +27,7 @@ every call at index 0). ``stream=False`` asks for whole responses.
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import importlib
 import inspect
@@ -72,6 +73,7 @@ from tinyagents.harness.model import (
     known_cost,
     parse_arguments,
 )
+from tinyagents.harness.output import without_property_titles
 from tinyagents.harness.tools import PARALLEL_PSEUDO_TOOL, is_tool_name
 
 T = TypeVar("T")
@@ -601,29 +603,34 @@ def _message_to_openai(message: Message) -> dict[str, Any]:
 
 
 def _response_format(response_format: object) -> object:
-    """What a request sends as its ``response_format``: a pydantic class as litellm builds it
-    (a strict ``json_schema``), unless OpenAI would refuse that: a class name that is no
-    function name (a generic model's ``Page[Item]``) is sent with each other character as
-    ``_``, and a schema strict mode cannot hold (an object whose ``additionalProperties`` is
-    not false: a dict field, a model taking extra fields) is sent ``strict: false``, as
-    pydantic-ai sends it. The answer is validated as the class either way."""
+    """What a request sends as its ``response_format``: a pydantic class as a ``json_schema``
+    built as litellm builds it (strict), written as pydantic-ai's OpenAI model sends its
+    native output: no ``title`` on a property, the class's docstring as the
+    ``json_schema``'s ``description`` rather than the schema's. Unless OpenAI would refuse
+    that: a class name that is no function name (a generic model's ``Page[Item]``) is sent
+    with each other character as ``_``, and a schema strict mode cannot hold (an object
+    whose ``additionalProperties`` is not false: a dict field, a model taking extra fields)
+    is sent ``strict: false``, as pydantic-ai sends it. The answer is validated as the class
+    either way."""
     if not (isinstance(response_format, type) and issubclass(response_format, BaseModel)):
         return response_format
-    name_ok, strict = _response_format_checks(response_format)
-    if name_ok and strict:
-        return response_format
-    base_utils = _litellm().llms.base_llm.base_utils  # litellm's own conversion, as it sends it
-    converted: dict[str, Any] = base_utils.type_to_response_format_param(response_format)
-    converted["json_schema"]["name"] = _sendable_name(response_format.__name__)
-    converted["json_schema"]["strict"] = strict
-    return converted
+    return copy.deepcopy(_json_schema_format(response_format))  # litellm may rewrite it
 
 
 @functools.lru_cache(maxsize=256)
-def _response_format_checks(model: type[BaseModel]) -> tuple[bool, bool]:
-    """Whether ``model``'s name is a name OpenAI takes, and whether strict mode can hold its
-    schema: asked of every request of a structured run, so worked out once per class."""
-    return is_tool_name(model.__name__), _strict_schema(model.model_json_schema())
+def _json_schema_format(model: type[BaseModel]) -> dict[str, Any]:
+    """``_response_format`` of a class: asked of every request of a structured run, so
+    worked out once per class."""
+    base_utils = _litellm().llms.base_llm.base_utils  # litellm's own conversion, as it sends it
+    converted: dict[str, Any] = base_utils.type_to_response_format_param(model)
+    json_schema = converted["json_schema"]
+    json_schema["schema"] = schema = without_property_titles(json_schema["schema"])
+    json_schema["name"] = _sendable_name(model.__name__)
+    description = schema.pop("description", None)
+    if description:
+        json_schema["description"] = description
+    json_schema["strict"] = _strict_schema(model.model_json_schema())
+    return converted
 
 
 #: Keys of a JSON schema whose values are data, not schemas.

@@ -79,6 +79,7 @@ __all__ = [
     "output_tools_of",
     "output_type_of",
     "unwrapped",
+    "without_property_titles",
 ]
 
 #: The schema prompt of a ``PromptedOutput`` without a template of its own (pydantic-ai's
@@ -537,11 +538,15 @@ def _prompted(agent: str, marker: PromptedOutput) -> OutputSpec:
     output_type = models[0] if len(models) == 1 else _union_output(models)
     if template is False:
         return OutputSpec(output_type=output_type, native=False)
-    schema = output_type.model_json_schema()
+    # as pydantic-ai's ObjectOutputProcessor and build_instructions write it: no property
+    # titles, the docstring after the marker's description, written last
+    schema = without_property_titles(output_type.model_json_schema())
+    docstring = schema.pop("description", None)
     if marker.name:
         schema["title"] = marker.name
-    if marker.description:
-        schema["description"] = marker.description
+    described = [d for d in (marker.description, docstring) if d]
+    if described:
+        schema["description"] = ". ".join(described)
     text = PROMPTED_OUTPUT_TEMPLATE if template is None else template
     if "{schema}" not in text:
         text = f"{text}\n\n{{schema}}"
@@ -640,8 +645,17 @@ def _tool_parameters(schema: dict[str, Any]) -> dict[str, Any]:
     ``GenerateToolJsonSchema`` writes them: no ``title`` on a property (the type's own
     title, and its models' in ``$defs``, stay), and no ``description`` at the top (the
     docstring it holds is in the tool's description already)."""
-    schema = copy.deepcopy(schema)
+    schema = without_property_titles(schema)
     schema.pop("description", None)
+    return schema
+
+
+def without_property_titles(schema: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a JSON schema with no ``title`` on a property, in its ``$defs`` too, as
+    pydantic-ai's ``GenerateToolJsonSchema`` writes every output schema (output tools'
+    parameters, the native ``response_format``, the prompted schema): the type's own title
+    and its models' stay."""
+    schema = copy.deepcopy(schema)
     _drop_property_titles(schema)
     return schema
 
