@@ -9,12 +9,16 @@ unless said otherwise). Where we behave differently on purpose, the test says wh
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
-from tinyagents import Agent, PromptedOutput, RunContext, RunStatus
+from tinyagents import Agent, ModelRetry, PromptedOutput, RunContext, RunStatus, ToolOutput, tool
+from tinyagents.errors import ConfigurationError
 from tinyagents.harness import LiteLLMModel, Message, ModelRequest, ModelResponse
-from tinyagents.testkit import FunctionModel, OpenAICompatServer, ScriptedModel, reply
+from tinyagents.harness.model import CUT_OFF
+from tinyagents.testkit import FunctionModel, OpenAICompatServer, ScriptedModel, reply, tool_call
 
 
 class Foo(BaseModel):
@@ -274,3 +278,133 @@ async def test_native_output_of_a_wrapped_type_sent_without_titles() -> None:
     assert result.output == [Bar(bar="x")], result.error
     schema = server.requests[0]["response_format"]["json_schema"]["schema"]
     assert schema["$defs"]["Bar"]["properties"] == {"bar": {"type": "string"}}
+
+
+# --- more of pydantic-ai's empty-answer tests ---
+
+
+async def test_agent_blank_text_response_retries_without_none_output() -> None:
+    # ports test_agent_blank_text_response_retries_without_none_output: only empty text, to
+    # plain ``str``, is asked "Please return text." until the output retries run out; the
+    # retry request is the third message (after the empty response).
+    model = FunctionModel(lambda request: ModelResponse(text=""))
+    result = await Agent("a", model, output_type=str).run("hello")
+    assert result.status is RunStatus.FAILED and "ModelResponseError" in (result.error or "")
+    retry = model.requests[1].messages[2]
+    assert (retry.role, retry.content) == ("user", ask("return text"))
+
+
+@pytest.mark.parametrize("output_type", [str, str | None])
+async def test_agent_blank_text_response_token_limit(output_type: Any) -> None:
+    # ports test_agent_blank_text_response_token_limit: empty text cut off by the token limit
+    # is no None output either; the run fails at once, naming the limit.
+    model = FunctionModel(lambda request: ModelResponse(text="", finish_reason="length"))
+    result = await Agent("a", model, output_type=output_type).run("hello")
+    assert result.status is RunStatus.FAILED and CUT_OFF["length"] in (result.error or "")
+    assert len(model.requests) == 1
+
+
+async def test_agent_blank_text_response_content_filter() -> None:
+    # ports test_agent_blank_text_response_content_filter: a filtered-out empty answer to
+    # ``str | None`` is not the model choosing silence: the run fails (pydantic-ai:
+    # ContentFilterError).
+    model = FunctionModel(lambda request: ModelResponse(text="", finish_reason="content_filter"))
+    result = await Agent("a", model, output_type=str | None).run("hello")
+    assert result.status is RunStatus.FAILED and CUT_OFF["content_filter"] in (result.error or "")
+    assert len(model.requests) == 1
+
+
+async def test_agent_allows_none_output_validator_retry() -> None:
+    # ports test_agent_allows_none_output_validator_retry: an output validator that refuses
+    # the None of an empty answer sends it back; the empty response stays before the retry.
+    model = ScriptedModel([ModelResponse(text=""), reply("hello")])
+    agent = Agent("a", model, output_type=str | None)
+
+    @agent.output_validator
+    def reject_none(ctx: RunContext, output: str | None) -> str | None:
+        if output is None:
+            raise ModelRetry("None not acceptable, please respond")
+        return output
+
+    result = await agent.run("hello")
+    assert result.output == "hello", result.error
+    assert [(m.role, m.content) for m in result.messages] == [
+        ("user", "hello"),
+        ("assistant", ""),
+        (
+            "user",
+            "Validation feedback:\nNone not acceptable, please respond\n\n"
+            "Fix the errors and try again.",
+        ),
+        ("assistant", "hello"),
+    ]
+
+
+# --- tools (tests/test_tools.py) ---
+
+
+async def test_retry_tool_until_last_attempt() -> None:
+    # ports tests/test_tools.py::test_retry_tool_until_last_attempt: ``ctx.last_attempt`` is
+    # True on the call whose ModelRetry would end the run (retry == max_retries); the tool
+    # answers then. Ours had no last_attempt.
+    seen: list[tuple[int, bool]] = []
+
+    @tool
+    def always_fail(ctx: RunContext) -> str:
+        """Always fail."""
+        seen.append((ctx.retry, ctx.last_attempt))
+        if ctx.last_attempt:
+            return "I guess you never learn"
+        raise ModelRetry("Please try again.")
+
+    calls = [tool_call("always_fail", id=f"c{i}") for i in range(3)]
+    model = ScriptedModel([*calls, reply("done")])
+    result = await Agent("a", model, tools=[always_fail], retries=2).run("Always fail!")
+    assert result.output == "done", result.error
+    assert seen == [(0, False), (1, False), (2, True)]
+    assert [m.content for m in result.messages if m.role == "tool"][-1] == (
+        "I guess you never learn"
+    )
+
+
+async def test_last_attempt_of_an_output_validator() -> None:
+    # an output validator's context is pydantic-ai's too: last_attempt once the answers sent
+    # back reach output_retries.
+    seen: list[bool] = []
+    agent = Agent("a", ScriptedModel(["one", "two"]), output_retries=1)
+
+    @agent.output_validator
+    def check(ctx: RunContext, output: str) -> str:
+        seen.append(ctx.last_attempt)
+        if not ctx.last_attempt:
+            raise ModelRetry("again")
+        return output
+
+    assert (await agent.run("go")).output == "two"
+    assert seen == [False, True]
+
+
+def test_output_type_empty() -> None:
+    # ports tests/test_tools.py::test_output_type_empty: an empty list of output types is
+    # refused when the agent is made (pydantic-ai: "At least one output type must be
+    # provided.").
+    with pytest.raises(ConfigurationError, match="output_type"):
+        Agent("a", ScriptedModel(["x"]), output_type=[])
+
+
+def test_tool_return_conflict() -> None:
+    # ports tests/test_tools.py::test_tool_return_conflict: a tool named as an output tool is
+    # refused when the agent is made; beside an output type of another name it is fine.
+    @tool
+    def ctx_tool(ctx: RunContext, x: int) -> int:
+        """A tool."""
+        return x
+
+    Agent("a", ScriptedModel(["1"]), tools=[ctx_tool], output_type=int)
+    with pytest.raises(ConfigurationError, match="ctx_tool"):
+        Agent(
+            "a",
+            ScriptedModel(["1"]),
+            tools=[ctx_tool],
+            output_type=ToolOutput(int, name="ctx_tool"),
+        )

@@ -147,6 +147,12 @@ class RunContext(Record):
     def run_id(self) -> str:
         return self.handle.run_id
 
+    @property
+    def last_attempt(self) -> bool:
+        """Whether a ``ModelRetry`` now would end the run rather than ask again: ``retry``
+        has reached ``max_retries`` (pydantic-ai's ``RunContext.last_attempt``)."""
+        return self.retry == self.max_retries
+
 
 class RunFunction:
     """A function of the user's that a run calls, with the run's context first if it takes
