@@ -408,3 +408,34 @@ def test_tool_return_conflict() -> None:
             tools=[ctx_tool],
             output_type=ToolOutput(int, name="ctx_tool"),
         )
+
+
+# --- streaming (tests/test_streaming.py) ---
+
+
+async def test_plain_response() -> None:
+    # ports tests/test_streaming.py::test_plain_response: streamed text that is no JSON of
+    # ``tuple[str, str]`` is sent back once, then the run fails (Exceeded maximum output
+    # retries (1)); two requests.
+    model = FunctionModel(lambda request: reply("hello world"), stream=True)
+    result = await Agent("a", model, output_type=tuple[str, str]).run("")
+    assert result.status is RunStatus.FAILED and "ModelResponseError" in (result.error or "")
+    assert len(model.requests) == 2
+
+
+class Apple(BaseModel):
+    color: str
+
+
+class Banana(BaseModel):
+    length: float
+
+
+async def test_stream_output_type_union_data_before_kind() -> None:
+    # ports tests/test_streaming.py::test_stream_output_type_union_data_before_kind: a union
+    # envelope streamed with ``data`` before ``kind`` is read as the member it names.
+    text = '{"result": {"data": {"color": "red"}, "kind": "Apple"}}'
+    model = ScriptedModel([text], stream=True)
+    agent = Agent("a", model, output_type=PromptedOutput([Apple, Banana]))
+    result = await agent.run("What fruit is it?")
+    assert result.output == Apple(color="red"), result.error
