@@ -439,3 +439,31 @@ async def test_stream_output_type_union_data_before_kind() -> None:
     agent = Agent("a", model, output_type=PromptedOutput([Apple, Banana]))
     result = await agent.run("What fruit is it?")
     assert result.output == Apple(color="red"), result.error
+
+
+# --- more output tests ---
+
+
+async def test_agent_allows_none_output_prompted_structured_none() -> None:
+    # ports test_agent_allows_none_output_prompted_structured_none: PromptedOutput([int,
+    # NoneType]) answered with the NoneType member is the output None.
+    answer = json.dumps({"result": {"kind": "NoneType", "data": {"response": None}}})
+    model = ScriptedModel([answer])
+    result = await Agent("a", model, output_type=PromptedOutput([int, type(None)])).run("hello")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, None), result.error
+
+
+async def test_plain_response_then_tuple() -> None:
+    # ports test_plain_response_then_tuple: text to an agent whose output is its output tool
+    # alone is asked "Please include your response in a tool call."; the call that follows
+    # is the output, answered "Final result processed.".
+    model = ScriptedModel(["hello", tool_call("final_result", response=["foo", "bar"])])
+    result = await Agent("a", model, output_type=ToolOutput(tuple[str, str])).run("Hello")
+    assert result.output == ("foo", "bar"), result.error
+    assert [(m.role, m.content) for m in result.messages] == [
+        ("user", "Hello"),
+        ("assistant", "hello"),
+        ("user", ask("include your response in a tool call")),
+        ("assistant", ""),
+        ("tool", "Final result processed."),
+    ]
