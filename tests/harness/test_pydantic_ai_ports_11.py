@@ -128,6 +128,21 @@ async def test_empty_response_stays_when_streamed() -> None:
     assert [m.role for m in result.messages] == ["user", "assistant", "user", "assistant"]
 
 
+async def test_an_empty_response_kept_is_not_sent_over_http() -> None:
+    # pydantic-ai's OpenAIChatModel maps a ModelResponse with no parts to no message at all:
+    # the retry request sends the prompt and the ask (one user message, joined), not an
+    # empty assistant message between them.
+    script = [ModelResponse(text="", finish_reason="stop"), reply("ok")]
+    async with OpenAICompatServer(script) as server:
+        model = LiteLLMModel("openai/test-model", api_base=server.base_url, api_key="sk-test")
+        result = await Agent("a", model, instructions=None).run("Hello")
+    assert result.output == "ok", result.error
+    assert [m.role for m in result.messages] == ["user", "assistant", "user", "assistant"]
+    sent = server.requests[1]["messages"]
+    assert [m["role"] for m in sent] == ["user"]
+    assert sent[0]["content"] == f"Hello\n\n{ask('return text')}"
+
+
 async def test_a_run_failed_on_empty_answers_keeps_the_first() -> None:
     # pydantic-ai's messages keep every empty response of a run that exceeded its retries;
     # ours keep the first and drop each ask answered with nothing (with that answer), so a
