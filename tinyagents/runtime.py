@@ -194,6 +194,7 @@ class Runtime:
             trusted_middleware=trusted_middleware,
             dedupe_horizon=dedupe_horizon,
             max_queued=max_queued,
+            owner=self.runtime_id,
         )
         sinks = _sinks(sinks)
         for sink in sinks:
@@ -1069,7 +1070,10 @@ class Runtime:
         first snapshot was saved): such a run never comes back under its id — a thread's next
         start continues the run its last checkpoint names, and a run started under a given id
         claims its row before it takes a command (``applied_commands``) — so once a run here
-        has ended, they fail rather than wait for good."""
+        has ended, they fail rather than wait for good. Unless the runtime that accepted one
+        of them is alive (``_accepted_live``): a graph run has no row until its owner's first
+        snapshot tick, and a runtime that opened meanwhile restored what it had accepted, for
+        a run alive there, which will apply it."""
         waiting = [w for w in self.router.waiting_run_ids() if w not in self.runs]
         if not waiting:  # nearly every run: nothing restored waits
             return
@@ -1079,7 +1083,8 @@ class Runtime:
         try:
             for w in waiting:
                 if w in restored and await self.store.load_run(w) is None:
-                    unknown.append(w)
+                    if not await self._accepted_live(w):
+                        unknown.append(w)
                 elif await self._started_below(w, run_id):
                     gone.append(w)
         except StoreError as exc:  # they wait on, for the next runtime on this store
@@ -1099,6 +1104,26 @@ class Runtime:
                     "it, and was not started again; it never comes back under its id",
                     threads_wait=True,  # the thread's next run takes those for its thread
                 )
+
+    async def _accepted_live(self, run_id: str) -> bool:
+        """Whether a command the steering log holds open for run ``run_id`` (which has no row
+        in the store) was accepted by a runtime that may be running the run: one not known
+        to be gone (``holder_gone``: a runtime of this process that closed, a process of
+        this host that ended) that logged it less than ``OWNER_SILENT_S`` ago (by then a
+        live owner has saved the run's row at a snapshot tick: one that has not is silent).
+        A command logged with no owner (before the log recorded owners) is judged as
+        before: its run is taken for gone."""
+        now = _clock.now()
+        for logged in await self.store.run_commands(run_id, states=_OPEN_STATES):
+            owner = logged.owner
+            if owner is None or owner == self.runtime_id or holder_gone(owner, _OPEN_HERE):
+                continue
+            age = logged.age_s
+            if age is None:
+                age = (now - logged.command.created_at).total_seconds()
+            if age <= OWNER_SILENT_S:
+                return True
+        return False
 
     async def _started_below(self, run_id: str, ancestor: str) -> bool:
         """Whether the stored snapshots say ``run_id`` was started below ``ancestor``."""

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from functools import reduce
+from typing import Any
 
 import pytest
 from steerkit import MakeRun, apply_ready, make_command, start_run
@@ -307,11 +308,11 @@ class _CommandLog(MemoryStore):
         self.writes: list[tuple[str, str]] = []
         self.hold: asyncio.Barrier | None = None
 
-    async def append_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> bool:
+    async def append_command(self, cmd: SteeringCommand, *, state: str, **kw: Any) -> bool:
         self.writes.append((cmd.correlation_id, state))
         if state == "accepted" and self.hold is not None:
             await self.hold.wait()
-        return await super().append_command(cmd, state=state, run_id=run_id)
+        return await super().append_command(cmd, state=state, **kw)
 
 
 async def test_a_redirect_refused_by_the_queue_is_rejected_not_accepted(

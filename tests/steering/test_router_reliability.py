@@ -114,8 +114,8 @@ class LostReplyStore(SqliteStore):
 
     lose_next = False
 
-    async def append_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> bool:
-        inserted = await super().append_command(cmd, state=state, run_id=run_id)
+    async def append_command(self, cmd: SteeringCommand, *, state: str, **kw: Any) -> bool:
+        inserted = await super().append_command(cmd, state=state, **kw)
         if self.lose_next:
             self.lose_next = False
             raise StoreError("connection was closed in the middle of operation")
@@ -613,11 +613,9 @@ async def test_a_submit_under_way_when_close_begins_is_finished_and_durable(
     class SlowLog(SqliteStore):
         gate: asyncio.Event
 
-        async def append_command(
-            self, cmd: SteeringCommand, *, state: str, run_id: str | None
-        ) -> bool:
+        async def append_command(self, cmd: SteeringCommand, *, state: str, **kw: Any) -> bool:
             await self.gate.wait()
-            return await super().append_command(cmd, state=state, run_id=run_id)
+            return await super().append_command(cmd, state=state, **kw)
 
     store = SlowLog(tmp_path / "x.db")
     store.gate = asyncio.Event()
@@ -791,14 +789,14 @@ class HeldRefusal(SqliteStore):
         self.gate = asyncio.Event()
 
     async def update_command(
-        self, cmd: SteeringCommand, *, state: str, run_id: str | None, from_state: str
+        self, cmd: SteeringCommand, *, state: str, from_state: str, **kw: Any
     ) -> bool:
         if self.fail_next and state == "rejected":
             self.fail_next = False
             self.entered.set()
             await self.gate.wait()
             raise StoreError("database or disk is full")
-        return await super().update_command(cmd, state=state, run_id=run_id, from_state=from_state)
+        return await super().update_command(cmd, state=state, from_state=from_state, **kw)
 
 
 @pytest.mark.parametrize("run_meanwhile", [False, True], ids=["waits-again", "run-here"])
@@ -844,9 +842,9 @@ class RefusalReplyLost(SqliteStore):
     lose_next = False
 
     async def update_command(
-        self, cmd: SteeringCommand, *, state: str, run_id: str | None, from_state: str
+        self, cmd: SteeringCommand, *, state: str, from_state: str, **kw: Any
     ) -> bool:
-        moved = await super().update_command(cmd, state=state, run_id=run_id, from_state=from_state)
+        moved = await super().update_command(cmd, state=state, from_state=from_state, **kw)
         if self.lose_next and state == "rejected":
             self.lose_next = False
             raise StoreError("connection was closed in the middle of operation")
@@ -899,13 +897,13 @@ class FailingLog(SqliteStore):
         self.entered = asyncio.Event()
         self.gate = asyncio.Event()
 
-    async def append_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> bool:
+    async def append_command(self, cmd: SteeringCommand, *, state: str, **kw: Any) -> bool:
         if self.fail_next:
             self.fail_next = False
             self.entered.set()
             await self.gate.wait()
             raise StoreError("database or disk is full")
-        return await super().append_command(cmd, state=state, run_id=run_id)
+        return await super().append_command(cmd, state=state, **kw)
 
 
 @pytest.mark.parametrize("held_in", ["store", "policy"])
@@ -1043,8 +1041,8 @@ class ReplyNeverComes(SqliteStore):
         super().__init__(path)
         self.written = asyncio.Event()
 
-    async def append_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> bool:
-        inserted = await super().append_command(cmd, state=state, run_id=run_id)
+    async def append_command(self, cmd: SteeringCommand, *, state: str, **kw: Any) -> bool:
+        inserted = await super().append_command(cmd, state=state, **kw)
         if self.hang_next:
             self.hang_next = False
             self.written.set()
@@ -1129,12 +1127,12 @@ class ChaosLog(SqliteStore):
         super().__init__(path)
         self.rng = rng
 
-    async def append_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> bool:
+    async def append_command(self, cmd: SteeringCommand, *, state: str, **kw: Any) -> bool:
         draw = self.rng.random()
         await asyncio.sleep(self.rng.random() * 0.002)
         if draw < 0.15:
             raise StoreError("database or disk is full")
-        inserted = await super().append_command(cmd, state=state, run_id=run_id)
+        inserted = await super().append_command(cmd, state=state, **kw)
         if draw < 0.3:
             raise StoreError("connection was closed in the middle of operation")
         return inserted

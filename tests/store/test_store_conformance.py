@@ -237,6 +237,83 @@ async def test_open_commands_are_the_accepted_and_deferred_ones_oldest_first(sto
     assert await store.command_ids() == {"c-1", "c-2", "c-3", "c-4", "c-5"}
 
 
+def thread_command(cid: str, thread_id: str) -> SteeringCommand:
+    return command(cid).model_copy(update={"target": SteeringTarget.thread(thread_id)})
+
+
+async def test_the_log_keeps_who_logged_a_command_and_its_thread(store: Store) -> None:
+    """A command's owner (the runtime that logged it) and its target's thread read back from
+    every read of the log; a thread target's thread is its own whatever the caller says."""
+    await store.append_command(
+        command("c-1"), state="accepted", run_id="r-1", owner="rt-a", thread_id="t-1"
+    )
+    await store.append_command(
+        thread_command("c-2", 'th "2"'), state="deferred", run_id=None, owner="rt-a"
+    )
+    await store.append_command(command("c-3"), state="accepted", run_id="r-1")  # no owner
+    await store.append_command(
+        thread_command("c-4", "t-4"), state="accepted", run_id="r-1", thread_id="t-other"
+    )
+    read = {
+        "get": [await store.get_command(c) for c in ("c-1", "c-2", "c-3", "c-4")],
+        "open": await store.open_commands(),
+    }
+    for commands in read.values():
+        assert [(c.owner, c.thread_id) for c in commands if c is not None] == [
+            ("rt-a", "t-1"),
+            ("rt-a", 'th "2"'),
+            (None, None),
+            (None, "t-4"),
+        ]
+    by_run = await store.run_commands("r-1", states=("accepted",))
+    assert [(c.command.correlation_id, c.owner) for c in by_run] == [
+        ("c-1", "rt-a"),
+        ("c-3", None),
+        ("c-4", None),
+    ]
+
+
+async def test_a_command_taken_from_the_log_names_its_taker(store: Store) -> None:
+    """A deferred command moved on by another runtime is that runtime's from then on; a move
+    that names no owner (or thread) keeps the logged one."""
+    await store.append_command(
+        thread_command("c-1", "t-1"), state="deferred", run_id=None, owner="rt-a"
+    )
+    assert await store.update_command(
+        thread_command("c-1", "t-1"),
+        state="accepted",
+        run_id="r-1",
+        from_state="deferred",
+        owner="rt-b",
+        thread_id="t-1",
+    )
+    await store.append_command(command("c-2"), state="deferred", run_id=None, owner="rt-a")
+    assert await store.update_command(
+        command("c-2"), state="accepted", run_id="r-1", from_state="deferred"
+    )
+    taken, kept = await store.get_command("c-1"), await store.get_command("c-2")
+    assert taken is not None and (taken.owner, taken.thread_id) == ("rt-b", "t-1")
+    assert kept is not None and (kept.owner, kept.thread_id) == ("rt-a", None)
+
+
+async def test_open_commands_of_one_thread(store: Store) -> None:
+    """``open_commands(thread_id=...)``: the open commands logged for that thread (a thread
+    target's, or a run's of that thread), oldest first; settled ones and other threads' not."""
+    await store.append_command(thread_command("c-1", "t-1"), state="deferred", run_id=None)
+    await store.append_command(command("c-2"), state="accepted", run_id="r-1", thread_id="t-1")
+    await store.append_command(thread_command("c-3", "t-2"), state="deferred", run_id=None)
+    await store.append_command(command("c-4"), state="accepted", run_id="r-1", thread_id="t-1")
+    await store.append_command(command("c-5"), state="accepted", run_id="r-9")
+    await store.set_command_states([("", "c-4", "applied", None)])
+    assert [c.command.correlation_id for c in await store.open_commands(thread_id="t-1")] == [
+        "c-1",
+        "c-2",
+    ]
+    assert [c.command.correlation_id for c in await store.open_commands(thread_id="t-2")] == ["c-3"]
+    assert await store.open_commands(thread_id="t-9") == []
+    assert len(await store.open_commands()) == 4
+
+
 async def test_set_command_states_records_the_reason_and_ignores_unknown_ids(store: Store) -> None:
     await store.append_command(command("c-1"), state="accepted", run_id="r-1")
     await store.set_command_states(

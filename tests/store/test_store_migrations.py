@@ -26,6 +26,10 @@ COMMAND = SteeringCommand(
     correlation_id="c-1",
     created_at=EPOCH,
 )
+#: A thread command (its thread id holds a quote, which JSON escapes), logged as well.
+THREADED = COMMAND.model_copy(
+    update={"target": SteeringTarget.thread('t "1"'), "correlation_id": "c-t"}
+)
 EVENT = RunEvent(type="run.status", run_id="r-1", root_run_id="r-1", tenant_id="acme")
 SNAPSHOT = {
     "run_id": "r-1",
@@ -72,10 +76,25 @@ ROWS: dict[str, dict[str, Any]] = {
 }
 
 
+def threaded_row(row: dict[str, Any]) -> dict[str, Any]:
+    """``ROWS``' steering-log row made ``THREADED``'s (its ``seq``, where given, the next)."""
+    return {
+        **row,
+        "correlation_id": "c-t",
+        "command": THREADED.model_dump_json(),
+        **({"seq": 2} if "seq" in row else {}),
+    }
+
+
 async def _reads_back(store: Store, *, inbox: bool = True) -> None:
     stored = await store.get_command("c-1")
     assert stored is not None and stored.state == "accepted" and stored.run_id == "r-1"
-    assert [s.command.correlation_id for s in await store.open_commands()] == ["c-1"]
+    assert [s.command.correlation_id for s in await store.open_commands()] == ["c-1", "c-t"]
+    # rows logged before the log kept owners and threads: none, and a thread target's thread
+    # read out of the command, by which the thread's open commands are found
+    assert (stored.owner, stored.thread_id) == (None, None)
+    (threaded,) = await store.open_commands(thread_id='t "1"')
+    assert (threaded.command, threaded.owner, threaded.thread_id) == (THREADED, None, 't "1"')
     assert [e.type for e in await store.load_events(run_id="r-1")] == ["run.status"]
     # an event logged before events had a tenant column is found by its tenant
     assert [e.run_id for _, e in await store.read_events(tenant_id="acme")] == ["r-1"]
@@ -114,9 +133,11 @@ async def test_a_sqlite_store_of_each_older_version_migrates_with_its_rows(
             if table == "inbox":
                 given["submitted_at"] = EPOCH.isoformat()
             marks = ",".join("?" for _ in given)
-            db.execute(
-                f"INSERT INTO {table} ({','.join(given)}) VALUES ({marks})", list(given.values())
-            )
+            for values in [given, threaded_row(given)] if table == "steering_log" else [given]:
+                db.execute(
+                    f"INSERT INTO {table} ({','.join(values)}) VALUES ({marks})",
+                    list(values.values()),
+                )
     store = SqliteStore(path)
     await store.open()
     try:
@@ -156,9 +177,11 @@ async def test_a_postgres_store_of_each_older_version_migrates_with_its_rows(
             }
             given = {k: v for k, v in row.items() if k in columns}
             marks = ",".join(f"${i}" for i in range(1, len(given) + 1))
-            await conn.execute(
-                f"INSERT INTO {table} ({','.join(given)}) VALUES ({marks})", *given.values()
-            )
+            for values in [given, threaded_row(given)] if table == "steering_log" else [given]:
+                await conn.execute(
+                    f"INSERT INTO {table} ({','.join(values)}) VALUES ({marks})",
+                    *values.values(),
+                )
     finally:
         await conn.close()
     store = PostgresStore(dsn, schema=schema)

@@ -143,6 +143,7 @@ class SteeringRouter:
         trusted_middleware: frozenset[str] = frozenset(),
         dedupe_horizon: int = DEDUPE_HORIZON,
         max_queued: int = DEFAULT_MAX_QUEUED,
+        owner: str | None = None,
     ) -> None:
         if pipeline is not None and not isinstance(pipeline, PolicyPipeline):
             raise ConfigurationError(
@@ -155,6 +156,10 @@ class SteeringRouter:
         self.pipeline = pipeline if pipeline is not None else default_pipeline()
         self.pipeline.chain()  # folded now, and again only when its list changes
         self.store = store
+        #: The steering log's ``owner`` of each command this router logs or takes from the
+        #: log (its runtime's ``runtime_id``): a runtime that restores the command judges by
+        #: it whether the command's run may still apply it (``Runtime._fail_orphans``).
+        self.owner = owner
         self.testing = testing
         self.trusted_middleware = trusted_middleware
         #: how many commands each run's queue holds before it refuses more (``Inbox``)
@@ -984,10 +989,16 @@ class SteeringRouter:
         command = command if command is not None else tracked.cmd
         if state == CommandState.REJECTED:
             command = _as_logged_rejection(command)
+        owner, thread_id = self.owner, tracked.info.thread_id if tracked.info else None
         try:
             if tracked.persisted:
                 moved = await store.update_command(
-                    command, state=state, run_id=run_id, from_state=tracked.state.value
+                    command,
+                    state=state,
+                    run_id=run_id,
+                    from_state=tracked.state.value,
+                    owner=owner,
+                    thread_id=thread_id,
                 )
                 if not moved and state == CommandState.REJECTED:
                     moved = await self._rejected_after_all(tracked, command, run_id)
@@ -995,7 +1006,9 @@ class SteeringRouter:
                     self._tracked.pop(tracked.key, None)
                 return moved
             try:
-                inserted = await store.append_command(command, state=state, run_id=run_id)
+                inserted = await store.append_command(
+                    command, state=state, run_id=run_id, owner=owner, thread_id=thread_id
+                )
             except BaseException:
                 # the row may be written all the same (a reply lost after COMMIT, or the
                 # submit cancelled while its write went on): a retry of this very command
@@ -1040,7 +1053,12 @@ class SteeringRouter:
             # logged deferred (a thread with no run then), and a run came since: the retry
             # moves it on, as a take from the log (a compare-and-set)
             ours = await self.store.update_command(
-                command, state=state, run_id=run_id, from_state=CommandState.DEFERRED.value
+                command,
+                state=state,
+                run_id=run_id,
+                from_state=CommandState.DEFERRED.value,
+                owner=self.owner,
+                thread_id=tracked.info.thread_id if tracked.info else None,
             )
         else:
             ours = False

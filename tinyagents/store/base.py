@@ -56,6 +56,15 @@ class StoredCommand(Record):
     #: ``get_command``), or None: then its age is judged by ``command.created_at``, stamped
     #: by its sender's clock (a store on one machine).
     age_s: float | None = None
+    #: The runtime that accepted (or deferred) it, by its ``runtime_id``: whether that
+    #: runtime is still alive tells a runtime that restored the command whether its run may
+    #: still apply it. None for a command logged before the log recorded it, or logged by no
+    #: runtime (a dead run's claim).
+    owner: str | None = None
+    #: The thread of its target: a thread target's, or that of the run it went to (None:
+    #: a run with no thread, or logged before the log recorded it). ``open_commands`` filters
+    #: by it.
+    thread_id: str | None = None
 
 
 @record(slots=True, kw_only=True, eq=False, repr=False)
@@ -129,8 +138,18 @@ class Store(ABC):
         """Flush and disconnect."""
 
     @abstractmethod
-    async def append_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> bool:
-        """Insert a command the log has never seen; durable when this returns.
+    async def append_command(
+        self,
+        cmd: SteeringCommand,
+        *,
+        state: str,
+        run_id: str | None,
+        owner: str | None = None,
+        thread_id: str | None = None,
+    ) -> bool:
+        """Insert a command the log has never seen; durable when this returns. ``owner``: the
+        ``runtime_id`` of the runtime logging it; ``thread_id``: its target's thread
+        (``StoredCommand``).
 
         Returns False, and changes nothing, when the log already holds a command with the same
         correlation id in the same scope (``dedupe_scope(cmd.actor)``) — written by this
@@ -140,11 +159,19 @@ class Store(ABC):
 
     @abstractmethod
     async def update_command(
-        self, cmd: SteeringCommand, *, state: str, run_id: str | None, from_state: str
+        self,
+        cmd: SteeringCommand,
+        *,
+        state: str,
+        run_id: str | None,
+        from_state: str,
+        owner: str | None = None,
+        thread_id: str | None = None,
     ) -> bool:
         """Move a logged command from ``from_state`` to ``state`` (deferred → accepted or
         rejected), keeping its place in the log; ``cmd`` may be a policy's transform of the
-        original.
+        original. ``owner`` and ``thread_id``, when given, replace the logged ones (the
+        runtime that takes a deferred command owns it from then on).
 
         A compare-and-set: returns False, and changes nothing, when the log no longer holds
         the command in ``from_state`` — another runtime sharing the log took it or settled it
@@ -164,8 +191,9 @@ class Store(ABC):
         row exists but no longer reads as a command."""
 
     @abstractmethod
-    async def open_commands(self) -> list[StoredCommand]:
-        """Commands that never reached a terminal state (accepted or deferred), oldest first.
+    async def open_commands(self, *, thread_id: str | None = None) -> list[StoredCommand]:
+        """Commands that never reached a terminal state (accepted or deferred), oldest first;
+        with ``thread_id``, only those logged for that thread (an indexed read).
 
         A stored command that no longer validates (written by an older version, or damaged) is
         marked ``failed`` in the log with the reason and left out: it never blocks the rest.
@@ -758,10 +786,20 @@ def unreadable_reason(exc: Exception) -> str:
     return f"unreadable in the steering log, not restored: {_first_line(exc)}"
 
 
-def log_row(cmd: SteeringCommand, *, state: str, run_id: str | None) -> tuple[Any, ...]:
+def log_row(
+    cmd: SteeringCommand,
+    *,
+    state: str,
+    run_id: str | None,
+    owner: str | None = None,
+    thread_id: str | None = None,
+) -> tuple[Any, ...]:
     """The steering-log columns of a command ``append_command`` logs, (scope, correlation id,
-    run id, state, command JSON, created at as ISO text): a durable store keys its row by the
-    first two (``dedupe_scope``)."""
+    run id, state, command JSON, created at as ISO text, owner, thread id): a durable store
+    keys its row by the first two (``dedupe_scope``). The thread is the target's own when it
+    is a thread (``thread_id`` else)."""
+    if isinstance(cmd.target, ThreadTarget):
+        thread_id = cmd.target.thread_id
     return (
         dedupe_scope(cmd.actor),
         cmd.correlation_id,
@@ -769,19 +807,28 @@ def log_row(cmd: SteeringCommand, *, state: str, run_id: str | None) -> tuple[An
         state,
         cmd.model_dump_json(),
         cmd.created_at.isoformat(),
+        owner,
+        thread_id,
     )
 
 
+#: The steering-log columns ``stored_command`` reads, in its order.
+LOG_COLUMNS = "command, state, run_id, reason, owner, thread_id"
+
+
 def stored_command(row: Sequence[Any], age: Any = None) -> StoredCommand:
-    """A steering-log row read back, (command JSON, state, run id, reason), with its age in
-    seconds from a store that keeps a clock of its own (``StoredCommand.age_s``);
-    ``ValueError`` (pydantic's ``ValidationError``, ``InvalidCommandError``) when the command
-    no longer validates (written by an older version, or damaged)."""
+    """A steering-log row read back, (``LOG_COLUMNS``: command JSON, state, run id, reason,
+    owner, thread id), with its age in seconds from a store that keeps a clock of its own
+    (``StoredCommand.age_s``); ``ValueError`` (pydantic's ``ValidationError``,
+    ``InvalidCommandError``) when the command no longer validates (written by an older
+    version, or damaged)."""
     return StoredCommand(
         command=SteeringCommand.model_validate_json(row[0]),
         state=row[1],
         run_id=row[2],
         reason=row[3],
+        owner=row[4],
+        thread_id=row[5],
         age_s=None if age is None else float(age),
     )
 
@@ -798,8 +845,8 @@ def logged_command(correlation_id: str, row: Sequence[Any], age: Any = None) -> 
 
 
 async def open_logged(store: Store, rows: Iterable[Sequence[Any]], log: str) -> list[StoredCommand]:
-    """``open_commands``' answer from the rows of the open commands in log order, (command
-    JSON, state, run id, reason, scope, correlation id): those that read as commands. Each
+    """``open_commands``' answer from the rows of the open commands in log order,
+    (``LOG_COLUMNS``, scope, correlation id): those that read as commands. Each
     other one is marked ``failed`` with the reason (``set_command_states``) and a warning
     naming the steering ``log``, so it never blocks the rest."""
     readable: list[StoredCommand] = []
@@ -809,20 +856,21 @@ async def open_logged(store: Store, rows: Iterable[Sequence[Any]], log: str) -> 
             readable.append(stored_command(row))
         except ValueError as exc:  # pydantic's ValidationError and InvalidCommandError
             reason = unreadable_reason(exc)
-            _log.warning("steering log %s: command %r %s", log, row[5], reason)
-            broken.append((row[4], row[5], "failed", reason))
+            _log.warning("steering log %s: command %r %s", log, row[7], reason)
+            broken.append((row[6], row[7], "failed", reason))
     if broken:
         await store.set_command_states(broken)
     return readable
 
 
 def readable_commands(rows: Iterable[Sequence[Any]]) -> list[StoredCommand]:
-    """``run_commands``' answer from its rows (``stored_command``), leaving out those that no
-    longer read as commands: an older version's, or damaged, they have nothing to re-apply."""
+    """``run_commands``' answer from its rows (``stored_command``; a row's seventh column,
+    if any, is its age by the store's clock), leaving out those that no longer read as
+    commands: an older version's, or damaged, they have nothing to re-apply."""
     commands: list[StoredCommand] = []
     for row in rows:
         try:
-            commands.append(stored_command(row))
+            commands.append(stored_command(row, row[6] if len(row) > 6 else None))
         except ValueError:
             continue
     return commands

@@ -13,7 +13,12 @@ from tinyagents import _clock
 from tinyagents._record import Record, record
 from tinyagents.errors import StoreError
 from tinyagents.events.models import Event
-from tinyagents.protocol.commands import SteeringCommand, SteeringReceipt, dedupe_scope
+from tinyagents.protocol.commands import (
+    SteeringCommand,
+    SteeringReceipt,
+    ThreadTarget,
+    dedupe_scope,
+)
 from tinyagents.protocol.state import CommandState
 from tinyagents.store.base import (
     INBOX_LEASE_S,
@@ -81,20 +86,43 @@ class MemoryStore(Store):
         self._inbox: dict[str, _Request] = {}  # by request id, in the order put
         self._nonces = UsedNonces()
 
-    async def append_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> bool:
+    async def append_command(
+        self,
+        cmd: SteeringCommand,
+        *,
+        state: str,
+        run_id: str | None,
+        owner: str | None = None,
+        thread_id: str | None = None,
+    ) -> bool:
         key = (dedupe_scope(cmd.actor), cmd.correlation_id)
         if key in self._commands:
             return False
-        self._commands[key] = StoredCommand(command=cmd, state=state, run_id=run_id)
+        if isinstance(cmd.target, ThreadTarget):  # as ``log_row``: the target's own thread
+            thread_id = cmd.target.thread_id
+        self._commands[key] = StoredCommand(
+            command=cmd, state=state, run_id=run_id, owner=owner, thread_id=thread_id
+        )
         return True
 
     async def update_command(
-        self, cmd: SteeringCommand, *, state: str, run_id: str | None, from_state: str
+        self,
+        cmd: SteeringCommand,
+        *,
+        state: str,
+        run_id: str | None,
+        from_state: str,
+        owner: str | None = None,
+        thread_id: str | None = None,
     ) -> bool:
         stored = self._commands.get((dedupe_scope(cmd.actor), cmd.correlation_id))
         if stored is None or stored.state != from_state:
             return False
         stored.command, stored.state, stored.run_id = cmd, state, run_id
+        if owner is not None:
+            stored.owner = owner
+        if thread_id is not None:
+            stored.thread_id = thread_id
         return True
 
     async def set_command_states(self, updates: list[tuple[str, str, str, str | None]]) -> None:
@@ -110,8 +138,13 @@ class MemoryStore(Store):
         stored = self._commands.get((scope, correlation_id))
         return replace(stored) if stored is not None else None  # the caller's own, as read
 
-    async def open_commands(self) -> list[StoredCommand]:
-        return [replace(c) for c in self._commands.values() if not CommandState(c.state).terminal]
+    async def open_commands(self, *, thread_id: str | None = None) -> list[StoredCommand]:
+        return [
+            replace(c)
+            for c in self._commands.values()
+            if not CommandState(c.state).terminal
+            and (thread_id is None or c.thread_id == thread_id)
+        ]
 
     async def command_ids(self) -> set[str]:
         return {cid for _, cid in self._commands}

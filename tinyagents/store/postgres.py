@@ -47,6 +47,7 @@ from tinyagents.store._postgres import (
 from tinyagents.store.base import (
     INBOX_LEASE_S,
     INBOX_RETENTION_S,
+    LOG_COLUMNS,
     MAX_WARNED_ROWS,
     NONCE_MARGIN_S,
     SILENCE_S,
@@ -227,6 +228,23 @@ MIGRATIONS: list[tuple[int, str]] = [
             forget_at TIMESTAMPTZ NOT NULL
         );
         CREATE INDEX used_nonces_forget ON used_nonces (forget_at);
+        """,
+    ),
+    (
+        10,
+        # Who logged each command (the runtime that accepted or deferred it: a runtime that
+        # restored it fails it as an orphan only once that one is gone) and its target's
+        # thread (the open commands of one thread are read by an index). Rows logged before
+        # have no owner (they keep the old judgement); a thread target's thread is read out
+        # of the command text (a regular expression, as for inbox.run_id; a quote or a
+        # backslash in it is unescaped: an id holds no other character JSON escapes).
+        r"""
+        ALTER TABLE steering_log ADD COLUMN owner TEXT;
+        ALTER TABLE steering_log ADD COLUMN thread_id TEXT COLLATE "C";
+        UPDATE steering_log SET thread_id = regexp_replace(substring(
+            command from '"target":[{]"type":"thread","thread_id":"((?:[^"\\]|\\.)*)"'),
+            '\\(.)', '\1', 'g');
+        CREATE INDEX steering_log_thread ON steering_log (thread_id, state);
         """,
     ),
 ]
@@ -429,25 +447,40 @@ class PostgresStore(Store):
 
     # -- steering log ----------------------------------------------------------------------
 
-    async def append_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> bool:
+    async def append_command(
+        self,
+        cmd: SteeringCommand,
+        *,
+        state: str,
+        run_id: str | None,
+        owner: str | None = None,
+        thread_id: str | None = None,
+    ) -> bool:
         # DO NOTHING, never DO UPDATE: a command in the log is never overwritten; the caller
         # answers the second one 'duplicate'.
         rows = await self._fetch(
             f"log command {cmd.correlation_id}",
-            "INSERT INTO steering_log"
-            " (scope, correlation_id, run_id, state, reason, command, created_at)"
-            " VALUES ($1, $2, $3, $4, NULL, $5, $6)"
+            "INSERT INTO steering_log (scope, correlation_id, run_id, state, reason, command,"
+            " created_at, owner, thread_id) VALUES ($1, $2, $3, $4, NULL, $5, $6, $7, $8)"
             " ON CONFLICT (scope, correlation_id) DO NOTHING RETURNING 1",
-            *log_row(cmd, state=state, run_id=run_id),
+            *log_row(cmd, state=state, run_id=run_id, owner=owner, thread_id=thread_id),
         )
         return len(rows) == 1
 
     async def update_command(
-        self, cmd: SteeringCommand, *, state: str, run_id: str | None, from_state: str
+        self,
+        cmd: SteeringCommand,
+        *,
+        state: str,
+        run_id: str | None,
+        from_state: str,
+        owner: str | None = None,
+        thread_id: str | None = None,
     ) -> bool:
         rows = await self._fetch(
             f"update command {cmd.correlation_id}",
-            "UPDATE steering_log SET state = $1, run_id = $2, command = $3"
+            "UPDATE steering_log SET state = $1, run_id = $2, command = $3,"
+            " owner = COALESCE($7, owner), thread_id = COALESCE($8, thread_id)"
             " WHERE scope = $4 AND correlation_id = $5 AND state = $6 RETURNING 1",
             state,
             run_id,
@@ -455,6 +488,8 @@ class PostgresStore(Store):
             dedupe_scope(cmd.actor),
             cmd.correlation_id,
             from_state,
+            owner,
+            thread_id,
         )
         return len(rows) == 1
 
@@ -467,20 +502,22 @@ class PostgresStore(Store):
     async def get_command(self, correlation_id: str, *, scope: str = "") -> StoredCommand | None:
         rows = await self._fetch_again(
             f"read command {shown_id(correlation_id)}",
-            "SELECT command, state, run_id, reason,"
+            f"SELECT {LOG_COLUMNS},"
             " EXTRACT(EPOCH FROM clock_timestamp() - logged_at) FROM steering_log"
             " WHERE scope = $1 AND correlation_id = $2",
             scope,
             correlation_id,
         )
-        return logged_command(correlation_id, rows[0], rows[0][4]) if rows else None
+        return logged_command(correlation_id, rows[0], rows[0][6]) if rows else None
 
-    async def open_commands(self) -> list[StoredCommand]:
+    async def open_commands(self, *, thread_id: str | None = None) -> list[StoredCommand]:
+        thread = "" if thread_id is None else " AND thread_id = $2"
         rows = await self._fetch_again(
             "read the open commands",
-            "SELECT command, state, run_id, reason, scope, correlation_id FROM steering_log"
-            " WHERE state = ANY($1::text[]) ORDER BY seq",
+            f"SELECT {LOG_COLUMNS}, scope, correlation_id FROM steering_log"
+            f" WHERE state = ANY($1::text[]){thread} ORDER BY seq",
             _OPEN,
+            *(() if thread_id is None else (thread_id,)),
         )
         return await open_logged(self, rows, self.url)
 
@@ -497,8 +534,8 @@ class PostgresStore(Store):
             return []
         rows = await self._fetch_again(
             f"read the commands of run {shown_id(run_id)}",
-            "SELECT command, state, run_id, reason FROM steering_log"
-            " WHERE run_id = $1 AND state = ANY($2::text[]) ORDER BY seq",
+            f"SELECT {LOG_COLUMNS}, EXTRACT(EPOCH FROM clock_timestamp() - logged_at)"
+            " FROM steering_log WHERE run_id = $1 AND state = ANY($2::text[]) ORDER BY seq",
             run_id,
             list(states),
         )

@@ -26,6 +26,7 @@ from tinyagents.protocol.state import CommandState
 from tinyagents.store.base import (
     INBOX_LEASE_S,
     INBOX_RETENTION_S,
+    LOG_COLUMNS,
     MAX_WARNED_ROWS,
     NONCE_MARGIN_S,
     PRUNE_INBOX,
@@ -204,6 +205,23 @@ MIGRATIONS: list[tuple[int, str]] = [
         CREATE INDEX IF NOT EXISTS used_nonces_forget ON used_nonces(forget_at);
         """,
     ),
+    (
+        7,
+        # Who logged each command (the runtime that accepted or deferred it: a runtime that
+        # restored it fails it as an orphan only once that one is gone) and its target's
+        # thread (the open commands of one thread are read by an index). Rows logged before
+        # have no owner (they keep the old judgement); a thread target's thread is read out
+        # of the command.
+        """
+        BEGIN;
+        ALTER TABLE steering_log ADD COLUMN owner TEXT;
+        ALTER TABLE steering_log ADD COLUMN thread_id TEXT;
+        UPDATE steering_log SET thread_id = json_extract(command, '$.target.thread_id')
+            WHERE json_valid(command) AND json_extract(command, '$.target.type') = 'thread';
+        CREATE INDEX IF NOT EXISTS steering_log_thread ON steering_log(thread_id, state);
+        COMMIT;
+        """,
+    ),
 ]
 
 #: The inbox rows ``?1`` may take (``Store.inbox_take``), ``?2`` being now - INBOX_LEASE_S:
@@ -352,31 +370,48 @@ class SqliteStore(Store):
             )
         return self._db
 
-    async def append_command(self, cmd: SteeringCommand, *, state: str, run_id: str | None) -> bool:
+    async def append_command(
+        self,
+        cmd: SteeringCommand,
+        *,
+        state: str,
+        run_id: str | None,
+        owner: str | None = None,
+        thread_id: str | None = None,
+    ) -> bool:
         # DO NOTHING, never DO UPDATE: a second process sharing the file (or a retry) must not
         # overwrite the first command logged under this id; the caller answers it 'duplicate'.
         # seq is taken inside the statement, under the write lock, so writers never collide.
         cursor = await self._write(
-            "INSERT INTO steering_log"
-            " (scope, correlation_id, run_id, state, reason, command, created_at, seq)"
-            " VALUES (?, ?, ?, ?, NULL, ?, ?,"
+            "INSERT INTO steering_log (scope, correlation_id, run_id, state, reason, command,"
+            " created_at, owner, thread_id, seq) VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?,"
             " (SELECT COALESCE(MAX(seq), 0) + 1 FROM steering_log))"
             " ON CONFLICT(scope, correlation_id) DO NOTHING",
-            log_row(cmd, state=state, run_id=run_id),
+            log_row(cmd, state=state, run_id=run_id, owner=owner, thread_id=thread_id),
             what=f"log command {cmd.correlation_id}",
         )
         return cursor.rowcount == 1
 
     async def update_command(
-        self, cmd: SteeringCommand, *, state: str, run_id: str | None, from_state: str
+        self,
+        cmd: SteeringCommand,
+        *,
+        state: str,
+        run_id: str | None,
+        from_state: str,
+        owner: str | None = None,
+        thread_id: str | None = None,
     ) -> bool:
         cursor = await self._write(
-            "UPDATE steering_log SET state = ?, run_id = ?, command = ?"
+            "UPDATE steering_log SET state = ?, run_id = ?, command = ?,"
+            " owner = COALESCE(?, owner), thread_id = COALESCE(?, thread_id)"
             " WHERE scope = ? AND correlation_id = ? AND state = ?",
             (
                 state,
                 run_id,
                 cmd.model_dump_json(),
+                owner,
+                thread_id,
                 dedupe_scope(cmd.actor),
                 cmd.correlation_id,
                 from_state,
@@ -392,19 +427,19 @@ class SqliteStore(Store):
 
     async def get_command(self, correlation_id: str, *, scope: str = "") -> StoredCommand | None:
         async with self._reading(
-            "SELECT command, state, run_id, reason FROM steering_log"
-            " WHERE scope = ? AND correlation_id = ?",
+            f"SELECT {LOG_COLUMNS} FROM steering_log WHERE scope = ? AND correlation_id = ?",
             (scope, correlation_id),
         ) as cur:
             row = await cur.fetchone()
         return logged_command(correlation_id, row) if row is not None else None
 
-    async def open_commands(self) -> list[StoredCommand]:
+    async def open_commands(self, *, thread_id: str | None = None) -> list[StoredCommand]:
         marks = ",".join("?" for _ in _OPEN)
+        thread = "" if thread_id is None else " AND thread_id = ?"
         async with self._reading(
-            "SELECT command, state, run_id, reason, scope, correlation_id FROM steering_log"
-            f" WHERE state IN ({marks}) ORDER BY seq",
-            _OPEN,
+            f"SELECT {LOG_COLUMNS}, scope, correlation_id FROM steering_log"
+            f" WHERE state IN ({marks}){thread} ORDER BY seq",
+            _OPEN if thread_id is None else (*_OPEN, thread_id),
         ) as cur:
             rows = await cur.fetchall()
         return await open_logged(self, rows, self.path)
@@ -632,7 +667,7 @@ class SqliteStore(Store):
             return []
         marks = ",".join("?" for _ in states)
         async with self._reading(
-            "SELECT command, state, run_id, reason FROM steering_log"
+            f"SELECT {LOG_COLUMNS} FROM steering_log"
             f" WHERE run_id = ? AND state IN ({marks}) ORDER BY seq",
             (run_id, *states),
         ) as cur:
