@@ -112,6 +112,22 @@ async def test_a_runtime_opened_while_another_runs_a_rerun_does_not_fail_its_com
     assert failed == []
 
 
+async def logged_ago(store_url: str, age: float) -> None:
+    """Make the PostgreSQL steering log's rows logged ``age`` seconds ago by its clock."""
+    import asyncpg
+
+    schema = store_url.rsplit("schema=", 1)[1]
+    conn = await asyncpg.connect(postgres_dsn())
+    try:
+        await conn.execute(
+            f'UPDATE "{schema}".steering_log'
+            " SET logged_at = clock_timestamp() - make_interval(secs => $1)",
+            age,
+        )
+    finally:
+        await conn.close()
+
+
 #: Who logged the command, for each case: no one (a row logged before the log kept owners),
 #: a runtime of this process that closed, and runtimes on another host (never known gone
 #: here), one of which logged it longer than ``OWNER_SILENT_S`` ago.
@@ -133,8 +149,6 @@ async def test_a_command_restored_for_a_run_with_no_row_fails_once_its_owner_is_
     (a live owner saves its run's row at its first snapshot tick). It waits while its
     owner may be running the run."""
     owner, age = OWNERS[case]
-    if age and store_url.startswith("postgresql"):
-        pytest.skip("PostgreSQL judges a command's age by its own clock: logged just now")
     cmd = SteeringCommand(
         target=SteeringTarget.agent_run("g-gone"),
         actor=SteeringActor.test(),
@@ -145,6 +159,8 @@ async def test_a_command_restored_for_a_run_with_no_row_fails_once_its_owner_is_
     )
     async with Runtime(store_url) as setup:
         assert await setup.store.append_command(cmd, state="accepted", run_id="g-gone", owner=owner)
+    if age and store_url.startswith("postgresql"):  # its age is by the database's clock
+        await logged_ago(store_url, age)
     async with Runtime(store_url, testing=True) as rt:
         assert [c.correlation_id for c in rt.open_commands()] == [CID]
         await (await rt.start(fake_agent("clerk", turns=0), "hello")).result()
