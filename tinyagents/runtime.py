@@ -879,6 +879,19 @@ class Runtime:
             return []
         if not self._durable:
             snapshot = await self.store.load_run(run_id)
+        return self._handed_back(logged, snapshot, run_id, tenant_id)
+
+    def _handed_back(
+        self,
+        logged: list[StoredCommand],
+        snapshot: dict[str, Any] | None,
+        run_id: str,
+        tenant_id: str,
+    ) -> list[SteeringCommand]:
+        """What run ``run_id`` of ``tenant_id``, started again or continued, gets back of the
+        commands ``logged`` for its id: nothing when the stored run (``snapshot``) was another
+        tenant's; else the open ones wait for it (``_take_over``) and the applied ones not
+        sent by a human of another tenant are returned."""
         if snapshot is not None and snapshot.get("tenant_id") != tenant_id:
             return []
         self._take_over([c for c in logged if c.state != "applied"], run_id)
@@ -1158,19 +1171,16 @@ class Runtime:
         ``continued``: the run goes on from an earlier process (a graph run whose id came
         from its thread's checkpoints): the commands the store has open for it that this
         runtime has not seen wait for it too (``_take_over``), and its driver gets back what
-        the earlier process applied (``RunDriver.restore``: a pause that still held it)."""
+        the earlier process applied (``RunDriver.restore``: a pause that still held it);
+        nothing of either when the stored run was another tenant's (as ``applied_commands``)."""
         self.require_open()
         self._on_own_loop("registering a run (rt.register(), graph.run(runtime=rt), ...)")
         if continued and self._durable:
-            run_id, tenant_id = handle.run_id, handle.info.tenant_id
+            run_id = handle.run_id
             logged = await self.store.run_commands(run_id, states=_APPLIED_OR_OPEN)
+            snapshot = await self.store.load_run(run_id) if logged else None
             self.require_open()
-            self._take_over([c for c in logged if c.state != "applied"], run_id)
-            applied = [
-                c.command
-                for c in logged
-                if c.state == "applied" and sender_tenant(c.command.actor) in (None, tenant_id)
-            ]
+            applied = self._handed_back(logged, snapshot, run_id, handle.info.tenant_id)
             if applied:  # a pause that still held it comes back
                 handle.driver.restore(applied)
         self.runs.register(handle)

@@ -397,6 +397,43 @@ async def test_an_end_of_turn_answer_handed_over_after_a_restart_is_applied(
     recorder.assert_every_command_terminal()
 
 
+@pytest.mark.parametrize("tenant", ["acme", "globex"])
+async def test_a_continued_graph_run_gets_back_only_its_own_tenants_pause(
+    tmp_path: Path, checkpointer: Checkpointer, tenant: str
+) -> None:
+    """A graph run continued after a restart gets back the pause its log applied, only when
+    the stored run is its tenant's (as ``Runtime.applied_commands`` does for an agent run):
+    the thread continued by another tenant's start was not held by a pause sent to the
+    first tenant's run (it was: only a human's pause of another tenant was left out, not a
+    supervisor's, a parent agent's or a test's)."""
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    graph = asking_graph(checkpointer)
+    waiter = EventWaiter()
+    async with Runtime(testing=True, store=store, sinks=[waiter]) as rt:
+        handle = await rt.start_graph(
+            graph, {"log": ["seed"], "mode": "fast"}, thread_id="t", tenant_id="acme"
+        )
+        async with asyncio.timeout(GUARD_S):
+            await waiter.event("graph.interrupt", handle.run_id, node="ask")
+        pause = command(SteeringTarget.agent_run(handle.run_id), SteeringKind.PAUSE)
+        await rt.submit(pause)
+        assert (await outcome(waiter, pause)).type == "steering.applied"
+    recorder = EventRecorder()
+    async with Runtime(testing=True, store=store, sinks=[recorder]) as rt:
+        again = await rt.start_graph(graph, None, thread_id="t", tenant_id=tenant)
+        assert again.run_id == handle.run_id
+        paused = [e for e in recorder.events if e.type == "run.paused"]
+        if tenant == "acme":
+            assert again.status == RunStatus.PAUSED
+            assert [e.detail["restored"] for e in paused] == [True]
+        else:
+            assert again.status != RunStatus.PAUSED
+            assert paused == []
+        await again.cancel(actor=TEST)
+        async with asyncio.timeout(GUARD_S):
+            await again.result()
+
+
 async def test_an_undeliverable_command_accepted_anyway_fails_at_the_next_boundary(
     rt: Runtime, waiter: EventWaiter, checkpointer: Checkpointer
 ) -> None:
