@@ -360,6 +360,32 @@ async def test_a_graph_run_continued_after_an_interrupt_keeps_the_hold_it_was_se
     recorder.assert_every_command_terminal()
 
 
+async def test_a_graph_run_its_operator_paused_at_rest_is_held_when_continued(
+    rt: Runtime, recorder: EventRecorder, waiter: EventWaiter
+) -> None:
+    """An operator's pause of a graph run resting on an interrupt (ended ``interrupted``)
+    waits in its queue; the run continued in the same runtime under the same id
+    (``handle.reopen()``) applies it before any step, as a run continued after a restart
+    does with a pause the log holds open: held ``paused``, the answer it was started with not
+    taken, until the operator's resume."""
+    asked: list[int] = []
+    graph = _asking(asked)
+    first = await rt.start_graph(graph, {}, thread_id="t", wait_on_interrupt=False)
+    assert (await asyncio.wait_for(first.result(), 60)).status is RunStatus.INTERRUPTED
+    pause = await first.pause(actor=OPERATOR)
+    (question,) = [e for e in waiter.events if e.type == "graph.interrupt"]
+    answer = Command(resume={question.data["interrupt_id"]: {"approved": True}})
+    again = await rt.start_graph(graph, answer, thread_id="t", wait_on_interrupt=False)
+    assert again.run_id == first.run_id
+    await _event(waiter, "steering.applied", again.run_id, correlation_id=pause.correlation_id)
+    assert again.status is RunStatus.PAUSED
+    assert asked == [1] and not _started(waiter, again.run_id, "b")
+    await again.resume(actor=OPERATOR)
+    result = await asyncio.wait_for(again.result(), 60)
+    assert result.status is RunStatus.COMPLETED and result.output["log"] == ["ask:True", "b"]
+    recorder.assert_every_command_terminal()
+
+
 async def _until(check: Any) -> None:
     """Wait until ``check()`` (a run's status, which no event announces)."""
     while not check():  # noqa: ASYNC110 (a run status, no event to wait on)

@@ -14,7 +14,7 @@ from typing import Any
 
 from tinyagents import Agent, RunStatus, Runtime, SubAgent, SubAgentTool, tool
 from tinyagents.events import SteeringEvent
-from tinyagents.protocol import SteeringActor, SteeringKind, SteeringPriority
+from tinyagents.protocol import SteeringActor, SteeringDelivery, SteeringKind, SteeringPriority
 from tinyagents.testkit import (
     EventRecorder,
     EventWaiter,
@@ -213,6 +213,51 @@ async def test_a_child_started_under_a_paused_parent_starts_paused(
     await parent.resume(actor=OPERATOR)
     assert (await asyncio.wait_for(child.result(), 60)).status is RunStatus.COMPLETED
     hold.open()
+    assert (await asyncio.wait_for(parent.result(), 60)).status is RunStatus.COMPLETED
+    recorder.assert_every_command_terminal()
+
+
+async def test_a_child_reopened_for_another_turn_under_a_paused_parent_is_held(
+    rt: Runtime, recorder: EventRecorder, waiter: EventWaiter
+):
+    """A completed child that an ``END_OF_TURN`` message reopens for another turn while its
+    parent is held by its operator's pause is held too before any model call, as a child
+    started (or started again under its id) below the paused parent is: it took its turn
+    at once, working below a run its operator had paused."""
+    hold = Gate("hold")
+    parent = await rt.start(
+        Agent("parent", ScriptedModel([tool_call("hold"), "p"]), tools=[hold.tool()]), "go"
+    )
+    await asyncio.wait_for(hold.entered.wait(), 60)
+    asked: list[int] = []
+
+    async def child_fn(request: Any) -> str:
+        asked.append(1)
+        return f"c{len(asked)}"
+
+    child = await rt.start(Agent("child", model=FunctionModel(child_fn)), "x", parent=parent)
+    assert (await asyncio.wait_for(child.result(), 60)).status is RunStatus.COMPLETED
+    await parent.pause(actor=OPERATOR)
+    hold.open()
+    await _event(waiter, "run.paused", parent.run_id)
+    await child.steer("one more thing", actor=OPERATOR, delivery=SteeringDelivery.END_OF_TURN)
+    resumed = await _event(waiter, "run.resumed", child.run_id)  # the turn it was given
+    after = await asyncio.wait_for(
+        waiter.until(
+            lambda e: (
+                e.run_id == child.run_id
+                and e.type in ("run.paused", "run.completed")
+                and e.offset > resumed.offset
+            )
+        ),
+        60,
+    )
+    assert after.type == "run.paused"
+    assert asked == [1]  # held at its new turn's first boundary, before any model call
+    assert child.status is RunStatus.PAUSED
+    await parent.resume(actor=OPERATOR)  # lets go of the child's hold too
+    result = await asyncio.wait_for(child.result(), 60)
+    assert (result.status, result.output, asked) == (RunStatus.COMPLETED, "c2", [1, 1])
     assert (await asyncio.wait_for(parent.result(), 60)).status is RunStatus.COMPLETED
     recorder.assert_every_command_terminal()
 

@@ -1654,7 +1654,8 @@ class AgentRun(RunDriver):
         """An END_OF_TURN message after the run completed gives the agent another turn, if
         its budget has a model call left for it: a turn its budget would refuse before any
         request turned the completed answer into ``limit_exceeded`` for a message the model
-        never saw; the message fails like any late command instead."""
+        never saw; the message fails like any late command instead. Below a run its operator
+        paused, the turn is held by that pause (``join_holds_above``) before it starts."""
         if (
             cmd.delivery is SteeringDelivery.END_OF_TURN
             and cmd.kind in MESSAGE_KINDS
@@ -1673,6 +1674,10 @@ class AgentRun(RunDriver):
                 kind="agent",
                 detail={"another_turn": cmd.correlation_id},
             )
+            if self.info.parent_run_id is not None:
+                # below a run its operator paused: held before the turn's first boundary, as
+                # a run started (or started again under its id) below it is
+                await join_holds_above(self.runtime, self.handle)
             self.launch(another_turn=True)
             return True
         return False
