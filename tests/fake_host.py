@@ -24,6 +24,8 @@ class FakeHost:
         self.router = SteeringRouter(registry=self.runs, bus=self.bus)
         self.tasks: list[asyncio.Task[Any]] = []
 
+    durable = False
+
     def require_open(self) -> None:
         pass
 

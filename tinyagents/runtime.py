@@ -875,7 +875,7 @@ class Runtime:
         except BaseException:
             await self.unclaim(run_id)
             raise
-        if not logged:  # a new run id (every sub-agent call names one): nothing more to read
+        if not logged:  # a new run id (a fresh one, or a sub-agent call's): nothing more to read
             return []
         if not self._durable:
             snapshot = await self.store.load_run(run_id)
@@ -1081,12 +1081,13 @@ class Runtime:
         So do those restored for a run id the store has no row of (a graph run started again
         on a finished thread, which claims no row and saves no checkpoint, killed before its
         first snapshot was saved): such a run never comes back under its id — a thread's next
-        start continues the run its last checkpoint names, and a run started under a given id
-        claims its row before it takes a command (``applied_commands``) — so once a run here
-        has ended, they fail rather than wait for good. Unless the runtime that accepted one
-        of them is alive (``_accepted_live``): a graph run has no row until its owner's first
-        snapshot tick, and a runtime that opened meanwhile restored what it had accepted, for
-        a run alive there, which will apply it."""
+        start continues the run its last checkpoint names, and an agent run, started with a
+        run id or with a fresh one, claims its row before it takes a command
+        (``applied_commands``), so its commands wait for it to be started again under its id —
+        so once a run here has ended, they fail rather than wait for good. Unless the runtime
+        that accepted one of them is alive (``_accepted_live``): a graph run has no row until
+        its owner's first snapshot tick, and a runtime that opened meanwhile restored what it
+        had accepted, for a run alive there, which will apply it."""
         waiting = [w for w in self.router.waiting_run_ids() if w not in self.runs]
         if not waiting:  # nearly every run: nothing restored waits
             return

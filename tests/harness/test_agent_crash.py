@@ -369,3 +369,43 @@ async def test_a_command_for_a_child_of_a_killed_run_fails_when_the_run_restarts
     assert failed.command.correlation_id == for_child
     assert "earlier incarnation of run root-1" in (failed.reason or "")
     assert [c.command.correlation_id for c in applied] == [for_parent]
+
+
+async def test_a_run_started_without_an_id_and_killed_at_once_gets_its_command_when_started_again(
+    tmp_path: Path,
+) -> None:
+    """A run started without a run id (a fresh one) is killed right after it accepted a
+    command, before the store's first snapshot tick. It claimed no row, so the restarted
+    runtime failed the command once any run of it ended ("… it never comes back under its
+    id"), though the run comes back under that id (``rt.start(..., run_id=)``, as any killed
+    run is started again), and nothing could declare it dead. Every agent run now claims its
+    row before it takes a command: the killed run is in the store, its command waits for it
+    past another run's end, and the run started again under its id applies it."""
+    from tinyagents import Agent, Runtime
+    from tinyagents.testkit import ScriptedModel, reply
+
+    db = tmp_path / "runs.db"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(WORKER.with_name("fresh_run_crash_worker.py")),
+        str(db),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == -9, err.decode()  # killed itself at the accept
+    _, run_id = out.decode().split()
+
+    async with Runtime(f"sqlite:///{db}") as rt:
+        stored = await rt.store.load_run(run_id)
+        assert stored is not None and stored["status"] == "running"  # its claim
+        other = await rt.start(Agent("other", ScriptedModel([reply("done")])), "x")
+        assert (await other.result()).status.value == "completed"  # a run ended first
+        assert [c.correlation_id for c in rt.open_commands()] == ["c-fresh"]
+        model = ScriptedModel([reply("done")])
+        again = await rt.start(Agent("clerk", model), "work", run_id=run_id)
+        assert (await again.result()).status.value == "completed"
+        assert "cite the contract" in str(model.requests[0].messages)
+        await rt.flush()
+        logged = await rt.store.run_commands(run_id, states=("applied", "failed"))
+        assert [(c.command.correlation_id, c.state) for c in logged] == [("c-fresh", "applied")]

@@ -1,9 +1,10 @@
 """A command sent over the operator API (and the ``runs --store`` CLI) for a run another
 runtime has just started.
 
-The owner's ``start`` returns before the run's snapshot is in the store; a client that learnt
-the run id (from the worker that started it, from the event log) and steered it at once was
-answered 404 "not found", as for a run that does not exist. The API now looks for a run it is
+The owner's ``start_graph`` returns before the run's snapshot is in the store (an agent run's
+start claims its row first, so it is listed by then); a client that learnt the run id (from
+the worker that started it, from the event log) and steered it at once was answered 404 "not
+found", as for a run that does not exist. The API now looks for a run it is
 sent a command for again, for ``Control.listing_wait_s``, before it answers 404; an unknown
 run and another tenant's run are answered after the same wait. The owner's snapshot writes
 are held with SQLite's real write lock, taken by another connection, so the window is as wide
@@ -26,7 +27,6 @@ import pytest
 from operator_server import BASE
 
 from tests.holds import snapshot_writes_held
-from tests.slow_agent import slow_agent
 from tinyagents import RunStatus, Runtime, SteeringKind
 from tinyagents.cli import main
 from tinyagents.server import Auth, Control, bind, create_app, runs_cli, serving
@@ -39,6 +39,7 @@ from tinyagents.store import SqliteStore
 #: has to land inside it, which a loaded machine delayed past 3 s. The wait ends as soon as the
 #: run is listed, so this is a hang guard; only a run that is never listed waits it out.
 WAIT_S = 60.0
+REFUND = {"invoice": "#7", "amount": "5 EUR"}
 #: The listing wait for a run that is never listed: the test waits it out, so it is short.
 NOT_FOUND_WAIT_S = 1.0
 
@@ -82,7 +83,9 @@ async def test_a_command_posted_as_soon_as_another_runtime_starts_the_run_reache
         async with owner:
             async with serve(control, auth) as client:
                 async with snapshot_writes_held(owner.store):
-                    handle = await owner.start(slow_agent(), "work", tenant_id="acme")
+                    handle = await owner.start_graph(
+                        refund_graph(), REFUND, thread_id="refund-7", tenant_id="acme"
+                    )
                     assert await store.load_run(handle.run_id) is None  # not listed yet
                     sent = asyncio.create_task(
                         client.post(f"{BASE}/runs/{handle.run_id}/pause", headers=alice)
@@ -137,7 +140,9 @@ async def test_the_store_cli_steers_a_run_as_soon_as_another_runtime_starts_it(
     try:
         async with owner:
             async with snapshot_writes_held(owner.store):
-                handle = await owner.start(slow_agent(), "work", tenant_id="acme")
+                handle = await owner.start_graph(
+                    refund_graph(), REFUND, thread_id="refund-7", tenant_id="acme"
+                )
                 assert await store.load_run(handle.run_id) is None
                 sent = asyncio.create_task(client.command(handle.run_id, SteeringKind.PAUSE, {}))
                 done, _ = await asyncio.wait([sent], timeout=0.3)

@@ -1,8 +1,8 @@
 """A command sent through the store for a run another runtime has just started.
 
-The owner's ``start`` returns before the run's snapshot is in the store: its runtime writes
-snapshots on its next tick (``SNAPSHOT_EVERY_S``), and a busy database delays that write
-further. The tests hold the owner's snapshot writes with a real lock taken by another
+The owner's ``start_graph`` returns before the run's snapshot is in the store: its runtime
+writes snapshots on its next tick (``SNAPSHOT_EVERY_S``), and a busy database delays that write
+further (an agent run's start claims its row first: it is in the store by then). The tests hold the owner's snapshot writes with a real lock taken by another
 connection (SQLite's write lock on the file; PostgreSQL's on the ``runs`` table), so the
 window is as wide as the test needs, and send the command from a second runtime on the same
 store in that window.
@@ -27,6 +27,7 @@ from tinyagents import (
     SteeringTarget,
 )
 from tinyagents.server import Control
+from tinyagents.server.demo import refund_graph
 from tinyagents.steering.remote import LISTING_WAIT_S
 from tinyagents.store import SqliteStore
 
@@ -72,7 +73,12 @@ async def test_a_command_sent_as_soon_as_another_runtime_starts_the_run_reaches_
         # as the run is listed; the runs never listed below wait the default out
         control = Control(sender, receipt_timeout_s=60, listing_wait_s=60)
         async with snapshot_writes_held(owner.store):
-            handle = await owner.start(slow_agent(), "work", tenant_id="acme")
+            handle = await owner.start_graph(
+                refund_graph(),
+                {"invoice": "#7", "amount": "5 EUR"},
+                thread_id="t",
+                tenant_id="acme",
+            )
             assert await sender.store.load_run(handle.run_id) is None  # not in the store yet
             sent = asyncio.create_task(control.submit(pause(handle.run_id)))
             done, _ = await asyncio.wait([sent], timeout=0.2)

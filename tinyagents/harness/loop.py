@@ -2180,8 +2180,11 @@ async def start_agent_run(
     ]
     # A run started under an id it had before (a restart after a crash) gets back the steering
     # its earlier incarnation applied; a new id has nothing in the log. (What waited for the
-    # runs that incarnation started fails when this one ends: ``Runtime.finish``.)
-    applied = await runtime.applied_commands(info) if run_id is not None else []
+    # runs that incarnation started fails when this one ends: ``Runtime.finish``.) With a
+    # durable store a fresh id is claimed too: killed before its first snapshot, the run is
+    # in the store, so what it accepted waits for it to be started again under its id.
+    fresh = run_id is None and not runtime.durable
+    applied = [] if fresh else await runtime.applied_commands(info)
     try:
         run.earlier = applied
         restored = apply.restore(run, applied)

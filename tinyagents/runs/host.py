@@ -38,6 +38,11 @@ class RunHost(Protocol):
     def bus(self) -> EventBus:
         """Where runs publish their events."""
 
+    @property
+    def durable(self) -> bool:
+        """Whether the host writes to a durable store: then every agent run it starts claims
+        its row there first (``applied_commands``), with a fresh id too."""
+
     def require_open(self) -> None:
         """Raise (``RuntimeClosed``/``ConfigurationError``) unless the host takes new runs."""
 
@@ -75,7 +80,9 @@ class RunHost(Protocol):
         """The commands run ``info`` applied, as logged (a run started again under its id
         after a crash gets them back); empty without a durable store, and when the id was
         another tenant's run. A host with a durable store claims the run there first, and
-        refuses it (``ConfigurationError``) while it runs in another host on that store."""
+        refuses it (``ConfigurationError``) while it runs in another host on that store; the
+        agent loop calls it for every run on such a host (a fresh id too), so a run killed
+        before its first snapshot is in the store, and can be started again under its id."""
 
     async def unclaim(self, run_id: str) -> None:
         """Give back the claim ``applied_commands`` made of ``run_id`` for a start that then
