@@ -1080,14 +1080,13 @@ class Runtime:
 
         So do those restored for a run id the store has no row of (a graph run started again
         on a finished thread, which claims no row and saves no checkpoint, killed before its
-        first snapshot was saved): such a run never comes back under its id — a thread's next
-        start continues the run its last checkpoint names, and an agent run, started with a
-        run id or with a fresh one, claims its row before it takes a command
-        (``applied_commands``), so its commands wait for it to be started again under its id —
-        so once a run here has ended, they fail rather than wait for good. Unless the runtime
-        that accepted one of them is alive (``_accepted_live``): a graph run has no row until
-        its owner's first snapshot tick, and a runtime that opened meanwhile restored what it
-        had accepted, for a run alive there, which will apply it."""
+        first snapshot was saved): such a run never comes back under its id (a thread's next
+        start continues the run its last checkpoint names; an agent run, started with a run
+        id or a fresh one, claims its row before it takes a command, ``applied_commands``, so
+        it is never among them), so once a run here has ended, they fail rather than wait for
+        good. Unless the runtime that accepted one of them is alive (``_accepted_live``): a
+        graph run has no row until its owner's first snapshot tick, and a runtime that opened
+        meanwhile restored what it had accepted, for a run alive there, which will apply it."""
         waiting = [w for w in self.router.waiting_run_ids() if w not in self.runs]
         if not waiting:  # nearly every run: nothing restored waits
             return

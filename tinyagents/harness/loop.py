@@ -2183,8 +2183,7 @@ async def start_agent_run(
     # runs that incarnation started fails when this one ends: ``Runtime.finish``.) With a
     # durable store a fresh id is claimed too: killed before its first snapshot, the run is
     # in the store, so what it accepted waits for it to be started again under its id.
-    fresh = run_id is None and not runtime.durable
-    applied = [] if fresh else await runtime.applied_commands(info)
+    applied = await runtime.applied_commands(info) if run_id is not None or runtime.durable else []
     try:
         run.earlier = applied
         restored = apply.restore(run, applied)
