@@ -29,6 +29,7 @@ from tinyagents.harness.model import (
     StreamChunk,
     ToolCall,
     Usage,
+    answer_problem,
 )
 
 ScriptedResponse = ModelResponse | str | Callable[[ModelRequest], ModelResponse | str]
@@ -47,6 +48,11 @@ class ModelFunctionError(ConfigurationError, TypeError):
 
 def reply(text: str, *, usage: Usage | None = None) -> ModelResponse:
     """A final answer: text and no tool calls."""
+    if not isinstance(text, str):  # it failed the run it was scripted into, far from here
+        raise ConfigurationError(
+            f"reply() takes the answer's text, a str; got {_shown(text)} (a tool call is "
+            "tool_call(...), an answer without text reply(''))"
+        )
     return ModelResponse(text=text, usage=usage or Usage(), finish_reason="stop")
 
 
@@ -60,11 +66,22 @@ def tool_call(
     (default: a new ``call`` id, deterministic under ``use_ids(SequentialIds())``); a tool
     argument called ``id`` goes in ``args``: ``tool_call("lookup", {"id": "42"})``.
     """
+    if not isinstance(name, str):
+        raise ConfigurationError(
+            f"tool_call's name is the tool's name, a str; got {_shown(name)} (a call with "
+            "another name, to test how a run refuses it, is a ToolCall you build yourself)"
+        )
     if args is not None and not isinstance(args, Mapping):
         raise ConfigurationError(
             f"tool_call({name!r}, ...): args is a dict of the tool's arguments, got "
             f"{type(args).__name__} {args!r}; for a call whose arguments are no object (to test "
             "how a run refuses one) build ToolCall(id=..., name=..., args=...) yourself"
+        )
+    twice = sorted(set(args or ()) & set(kw))
+    if twice:  # the keyword one won, and the dict's value was dropped without a word
+        raise ConfigurationError(
+            f"tool_call({name!r}, ...): argument {twice[0]!r} is given twice, in args and as "
+            "a keyword: give it once"
         )
     call = ToolCall(id=id or new_id("call"), name=name, args={**(args or {}), **kw})
     return ModelResponse(tool_calls=[call], finish_reason="tool_calls")
@@ -130,6 +147,12 @@ class ScriptedModel(Model):
         self.responses = list(responses)
         for index, scripted in enumerate(self.responses, start=1):
             if isinstance(scripted, ModelResponse):
+                problem = answer_problem(scripted)
+                if problem is not None:  # it failed its run when it came up, as an AttributeError
+                    raise ConfigurationError(
+                        f"ScriptedModel {name!r}: response {index} is a ModelResponse no model "
+                        f"can answer: {problem}"
+                    )
                 _check_args_json(scripted, f"ScriptedModel {name!r}: response {index}")
             elif not isinstance(scripted, str) and not callable(scripted):
                 raise ConfigurationError(
@@ -307,9 +330,17 @@ def _finish(
         response = reply(produced)
     elif isinstance(produced, ModelResponse):
         if number is not None:
+            problem = answer_problem(produced)
+            if problem is not None:  # the token count below failed on it (AttributeError)
+                raise ModelFunctionError(
+                    f"model {name!r} produced a ModelResponse{_by(fn, number)} no model can "
+                    f"answer: {problem}"
+                )
             _check_args_json(produced, f"model {name!r}: request {number}")
         # A copy: the same scripted object may be returned twice (e.g. by a callable).
         response = copy.copy(produced)
+        if response.text is None:  # no text (a provider's ``content: null``), as the loop reads it
+            response.text = ""
     else:
         raise ModelFunctionError(_not_a_response(produced, name, number, fn))
     if response.usage == Usage():
@@ -319,10 +350,19 @@ def _finish(
     return response
 
 
-def _not_a_response(produced: object, name: str, number: int | None, fn: object) -> str:
-    shown = "None" if produced is None else f"{type(produced).__name__} {reprlib.repr(produced)}"
+def _shown(value: object) -> str:
+    return "None" if value is None else f"{type(value).__name__} {reprlib.repr(value)}"
+
+
+def _by(fn: object, number: int | None) -> str:
+    """Which function made a response, for which request (nothing for a scripted one)."""
     who = getattr(fn, "__qualname__", None) or type(fn).__name__
-    where = f" (its function {who!r}, request {number})" if number is not None else ""
+    return f" (its function {who!r}, request {number})" if number is not None else ""
+
+
+def _not_a_response(produced: object, name: str, number: int | None, fn: object) -> str:
+    shown = _shown(produced)
+    where = _by(fn, number)
     hint = "; did the function forget to return?" if produced is None else ""
     return (
         f"model {name!r} produced {shown}{where}: return a ModelResponse or a string "

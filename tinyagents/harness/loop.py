@@ -78,6 +78,7 @@ from tinyagents.harness.model import (
     ToolCall,
     ToolSpec,
     Usage,
+    answer_problem,
     parse_arguments,
 )
 from tinyagents.harness.narrowing import narrowings_below, send_narrowings, withdraw_narrowings
@@ -1025,6 +1026,17 @@ class AgentRun(RunDriver):
             wrong = _returned(self.agent.name, "model", response, ModelResponse)
             self._model_failed(rid, request, wrong)
             raise wrong
+        problem = answer_problem(response)
+        if problem is not None:  # refused before the loop reads (or counts) any of it
+            wrong = ModelResponseError(
+                f"model {self.agent.model.name!r} of agent {self.agent.name!r} (or a "
+                f"middleware around it) answered a ModelResponse the run cannot use: {problem}",
+                model=request.model,
+            )
+            self._model_failed(rid, request, wrong)
+            raise wrong
+        if response.text is None:  # no text (a provider's ``content: null``): as the type says
+            response = dataclasses.replace(response, text="")
         response = self._own_call_ids(response)
         record_model_usage(self.info, tree, response.usage)
         self.messages.append(response.to_message())

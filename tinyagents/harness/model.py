@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import reprlib
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from dataclasses import field
@@ -210,6 +211,47 @@ class ModelResponse(Record):
     def to_message(self) -> Message:
         """The assistant message to append to the conversation."""
         return Message(role="assistant", content=self.text, tool_calls=list(self.tool_calls))
+
+
+def answer_problem(response: ModelResponse) -> str | None:
+    """What a field of ``response`` holds that no answer can (the field, the value, what it
+    takes), or None. A ``ModelResponse`` is a plain dataclass (no validation on the hot
+    path), and a custom model filling it from a provider's JSON passed on what the JSON held:
+    ``text=3`` ended a run ``completed`` with the output ``3``, ``tool_calls=None`` or a
+    call's ``name=None`` failed it with a ``TypeError`` that named neither the model nor the
+    field, and ``output_tokens=True`` counted a token. ``text=None`` (a provider's
+    ``content: null`` beside tool calls) is no text, and passes; so does a call's ``id`` of
+    None (the loop gives it one)."""
+    if response.text is not None and not isinstance(response.text, str):
+        return _holds("text", response.text, "the answer's text ('' or None for none)")
+    calls: object = response.tool_calls
+    if not isinstance(calls, (list, tuple)):
+        return _holds("tool_calls", calls, "a list of ToolCall ([] for none)")
+    for index, call in enumerate(calls):
+        where = f"tool_calls[{index}]"
+        if not isinstance(call, ToolCall):
+            return _holds(where, call, "a ToolCall")
+        if not isinstance(call.name, str):
+            return _holds(f"{where}.name", call.name, "the tool's name, text")
+        if call.id is not None and not isinstance(call.id, str):
+            return _holds(f"{where}.id", call.id, "text ('' or None: the loop gives it one)")
+    usage: object = response.usage
+    if not isinstance(usage, Usage):
+        return _holds("usage", usage, "a Usage (Usage() when the provider said nothing)")
+    for name in ("input_tokens", "output_tokens"):
+        count = getattr(usage, name)
+        if isinstance(count, bool) or not isinstance(count, int):
+            return _holds(f"usage.{name}", count, "a whole number of tokens")
+    for name in ("model", "finish_reason"):
+        value = getattr(response, name)
+        if value is not None and not isinstance(value, str):
+            return _holds(name, value, "text or None")
+    return None
+
+
+def _holds(field: str, value: object, takes: str) -> str:
+    shown = "None" if value is None else f"{type(value).__name__} {reprlib.repr(value)}"
+    return f"its {field} holds {shown}, and takes {takes}"
 
 
 @record(slots=True, kw_only=True, eq=False, repr=False)
