@@ -436,14 +436,22 @@ def _narrowed(parsed: Any, observe_only: bool, run_id: str | None, ttl_s: float 
     """A parsed token (verified or not) with one more block of checks."""
     from biscuit_auth import BlockBuilder
 
+    if not isinstance(observe_only, bool):  # "no" narrowed the token, 0 left it as it was
+        raise ConfigurationError(
+            f"observe_only is True or False, got {type(observe_only).__name__} {observe_only!r}"
+        )
     block = BlockBuilder("")
     if observe_only:
         block.add_code('check if operation("observe");')
     if run_id is not None:
-        if not run_id.strip():  # a check no run passes, handed over as if it were narrowed
+        if isinstance(run_id, str) and not run_id.strip():  # a check no run passes
             raise ConfigurationError(
                 "a blank run id (--run): give the run the token is for, or leave it out"
             )
+        try:  # as mint keeps it for its user and tenant: a token no run could ever pass
+            check_id(run_id, "run id")
+        except InvalidIdError as exc:
+            raise ConfigurationError(f"a token narrowed to a run names a run id: {exc}") from None
         _check_text(run_id, "run id")
         block.add_code("check if within({run});", {"run": run_id})
     if ttl_s is not None:
@@ -562,6 +570,10 @@ def check_claims(
     """The rights of a token for ``user`` of ``tenant``, sorted, once every claim is one a
     token may hold; ``ConfigurationError`` otherwise (``token mint`` asks before it reads or
     makes a key, so bad input changes nothing)."""
+    if isinstance(rights, str):  # read letter by letter, it was refused as [':', 'a', ...]
+        raise ConfigurationError(
+            f"rights are a list of rights, e.g. [{rights!r}]; got the text {rights!r}"
+        )
     rights = sorted(set(rights))
     unknown = [r for r in rights if r not in RIGHTS]
     if unknown:
@@ -604,6 +616,10 @@ def _expiry(ttl_s: float) -> datetime:
     """The end of a lifetime of ``ttl_s`` seconds from now, rounded up to the whole second a
     Biscuit date holds, so no token ends before its lifetime has passed (rounded down, a
     0.5 s token was often expired when minted)."""
+    if isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)):  # True lived 1 s
+        raise ConfigurationError(
+            f"a token's lifetime is a number of seconds, got {type(ttl_s).__name__} {ttl_s!r}"
+        )
     # "not >": NaN compares false both ways; inf and 1e300 overflow the datetime.
     if not ttl_s > 0:
         raise ConfigurationError(f"a token's lifetime must be positive, got {ttl_s} s")

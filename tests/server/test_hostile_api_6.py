@@ -1,0 +1,81 @@
+"""A hostile user's sixth round at the operator API's tokens: ``Auth.mint`` and
+``Auth.attenuate`` given values of the wrong type, which a token then held as something else
+than was asked. (The library's probes of this round are in ``tests/test_hostile_probes_6.py``.)"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from operator_server import BASE, IDLE_S, Served
+
+from tinyagents.errors import ConfigurationError
+from tinyagents.server import Auth
+
+
+@pytest.fixture
+def auth() -> Auth:
+    return Auth(Auth.generate_key())
+
+
+@pytest.mark.parametrize("ttl", [True, "60", b"60", [60]], ids=repr)
+def test_a_lifetime_that_is_no_number_is_refused(auth: Auth, ttl: Any) -> None:
+    """Found: ``ttl_s=True`` minted (and narrowed) a token living one second, as
+    ``True == 1``; ``ttl_s="60"`` was a ``TypeError`` comparing text with 0. Now a lifetime
+    is a number of seconds, said as the other bad lifetimes are (a ``ConfigurationError``)."""
+    token = auth.mint(user="alice", tenant="acme", rights=["agent:observe"])
+    with pytest.raises(ConfigurationError, match="a token's lifetime is a number of seconds"):
+        auth.mint(user="alice", tenant="acme", rights=["agent:observe"], ttl_s=ttl)
+    with pytest.raises(ConfigurationError, match="a token's lifetime is a number of seconds"):
+        auth.attenuate(token, ttl_s=ttl)
+
+
+def test_rights_given_as_one_text_are_refused_as_such(auth: Auth) -> None:
+    """Found: ``rights="agent:observe"`` was read letter by letter, and refused as the
+    unknown rights ``[':', 'a', 'b', ...]``. Now it says the rights are a list."""
+    with pytest.raises(ConfigurationError, match=r"rights are a list .*\['agent:observe'\]"):
+        auth.mint(user="alice", tenant="acme", rights="agent:observe")
+
+
+@pytest.mark.parametrize("observe_only", ["no", "false", 1, 0, None], ids=repr)
+def test_an_observe_only_that_is_no_bool_is_refused(auth: Auth, observe_only: Any) -> None:
+    """Found: ``observe_only="no"`` narrowed the token to reading (a non-empty text is
+    true), and ``observe_only=0`` left it as it was, each without a word. Now it is a
+    ``bool`` or refused."""
+    token = auth.mint(user="alice", tenant="acme", rights=["agent:observe", "agent:control"])
+    with pytest.raises(ConfigurationError, match="observe_only is True or False"):
+        auth.attenuate(token, observe_only=observe_only)
+
+
+@pytest.mark.parametrize(
+    ("run_id", "says"), [("r-1\u202e", "U+202E"), ("r-\x1b[2J", "control"), (5, "string")]
+)
+def test_a_run_id_no_run_can_have_is_refused_when_narrowing(
+    auth: Auth, run_id: Any, says: str
+) -> None:
+    """Found: ``attenuate(token, run_id=...)`` took a run id the id rule refuses (a bidi
+    control, an escape sequence: a token no run could ever pass, shown as another run's
+    id), and ``run_id=5`` was ``AttributeError: 'int' object has no attribute 'strip'``.
+    ``mint`` kept the id rule for its user and tenant; now ``attenuate`` keeps it for the run
+    it narrows to, as a ``ConfigurationError`` saying what breaks it."""
+    token = auth.mint(user="alice", tenant="acme", rights=["agent:observe"])
+    with pytest.raises(ConfigurationError, match=re.escape(says)):
+        auth.attenuate(token, run_id=run_id)
+
+
+async def test_tokens_narrowed_with_the_types_they_take_still_work(served: Served) -> None:
+    """The values the checks take: a whole and a fractional lifetime, ``observe_only=True``
+    and a run's own id give a token the server honours (it may read the run, not steer it)."""
+    run = await served.start_run("acme", think_s=IDLE_S)
+    token = served.auth.attenuate(
+        served.auth.mint(user="al", tenant="acme", rights=["agent:observe", "agent:control"]),
+        observe_only=True,
+        run_id=run.run_id,
+        ttl_s=600.5,
+    )
+    token = served.auth.attenuate(token, ttl_s=600)
+    read = await served.client.get(f"{BASE}/runs/{run.run_id}", headers=served.as_(token))
+    assert read.status_code == 200, read.text
+    pause = await served.client.post(f"{BASE}/runs/{run.run_id}/pause", headers=served.as_(token))
+    assert pause.status_code == 403, pause.text
