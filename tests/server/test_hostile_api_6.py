@@ -1,6 +1,6 @@
-"""A hostile user's sixth round at the operator API's tokens: ``Auth.mint`` and
+"""A hostile user's sixth round at the operator API's tokens and bounds: ``Auth.mint`` and
 ``Auth.attenuate`` given values of the wrong type, which a token then held as something else
-than was asked. (The library's probes of this round are in ``tests/test_hostile_probes_6.py``.)"""
+than was asked, and ``Control``'s bounds given as what they are not. (The library's probes of this round are in ``tests/test_hostile_probes_6.py``.)"""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from operator_server import BASE, IDLE_S, Served
 
+from tinyagents import Runtime
 from tinyagents.errors import ConfigurationError
-from tinyagents.server import Auth
+from tinyagents.server import Auth, Control
 
 
 @pytest.fixture
@@ -79,3 +80,36 @@ async def test_tokens_narrowed_with_the_types_they_take_still_work(served: Serve
     assert read.status_code == 200, read.text
     pause = await served.client.post(f"{BASE}/runs/{run.run_id}/pause", headers=served.as_(token))
     assert pause.status_code == 403, pause.text
+
+
+# -- the Control's bounds ---------------------------------------------------------------------
+
+BAD_CONTROL_BOUNDS = [
+    ("ring_size", True, "ring_size must be a whole number >= 1"),
+    ("ring_size", 0, "ring_size must be a whole number >= 1"),
+    ("ring_size", -1, "ring_size must be a whole number >= 1"),
+    ("ring_size", 2.5, "ring_size must be a whole number >= 1"),
+    ("receipt_timeout_s", True, "receipt_timeout_s must be a finite number of seconds > 0"),
+    ("receipt_timeout_s", 0, "receipt_timeout_s must be a finite number of seconds > 0"),
+    ("receipt_timeout_s", float("nan"), "receipt_timeout_s must be a finite number"),
+    ("receipt_timeout_s", float("inf"), "receipt_timeout_s must be a finite number"),
+    ("receipt_timeout_s", "5", "receipt_timeout_s must be a finite number"),
+    ("listing_wait_s", True, "listing_wait_s must be a finite number of seconds >= 0"),
+    ("listing_wait_s", -1, "listing_wait_s must be a finite number of seconds >= 0"),
+    ("listing_wait_s", float("nan"), "listing_wait_s must be a finite number"),
+]
+
+
+@pytest.mark.parametrize(("name", "bad", "says"), BAD_CONTROL_BOUNDS, ids=repr)
+async def test_a_control_bound_that_is_no_number_of_its_kind_is_refused(
+    name: str, bad: Any, says: str
+) -> None:
+    """Found: ``Control`` took its bounds as given. ``ring_size=True`` kept the last one
+    event of a storeless server for its trace and streams (``True == 1``), ``ring_size=-1``
+    was deque's bare ``ValueError``, a ``receipt_timeout_s`` of 0, below 0 or NaN is no wait
+    for another worker's receipt, and ``listing_wait_s=True`` waited a second. ``create_app``
+    kept its stream bounds; now ``Control`` keeps its own (a ``ConfigurationError``, as
+    those are)."""
+    async with Runtime() as rt:
+        with pytest.raises(ConfigurationError, match=re.escape(says)):
+            Control(rt, **{name: bad})

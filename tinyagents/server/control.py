@@ -22,6 +22,7 @@ import hashlib
 import itertools
 import json
 import logging
+import math
 import secrets
 import time
 from collections import deque
@@ -178,6 +179,7 @@ class Control:
         (``steering.remote.LISTING_WAIT_S``)."""
         if runtime is None and store is None:
             raise ConfigurationError("Control needs a runtime, a store, or both")
+        _check_bounds(ring_size, receipt_timeout_s, listing_wait_s)
         self.runtime = runtime
         #: set by ``end_streams``: the event streams end
         self.streams_ended = False
@@ -821,3 +823,26 @@ def _heard_from(snap: dict[str, Any]) -> dict[str, Any]:
     ``updated_at`` is when the run last moved: the mirror rewrites an idle run only on its
     next change, so that time says nothing of its owner.)"""
     return {**snap, "owner_silent": False}
+
+
+def _check_bounds(ring_size: object, receipt_timeout_s: object, listing_wait_s: object) -> None:
+    """Refuse a ``Control`` bound that is no number of its kind (``ConfigurationError``, as
+    ``create_app`` refuses its stream bounds): ``ring_size=True`` kept one event (``True ==
+    1``), ``-1`` was deque's bare ``ValueError``; a ``receipt_timeout_s`` of 0, below 0 or
+    NaN is no wait for another worker's receipt, and ``True`` a second's."""
+    if isinstance(ring_size, bool) or not isinstance(ring_size, int) or ring_size < 1:
+        raise ConfigurationError(f"ring_size must be a whole number >= 1, got {ring_size!r}")
+    for name, seconds, least in (
+        ("receipt_timeout_s", receipt_timeout_s, "> 0"),
+        ("listing_wait_s", listing_wait_s, ">= 0"),
+    ):
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, (int, float))
+            or not math.isfinite(seconds)
+            or seconds < 0
+            or (seconds == 0 and least == "> 0")
+        ):
+            raise ConfigurationError(
+                f"{name} must be a finite number of seconds {least}, got {seconds!r}"
+            )
