@@ -7,12 +7,14 @@ Each test is a probe that found something (named in its docstring) or holds a de
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tinyagents import Agent, RunStatus, Runtime, tool
-from tinyagents.errors import ConfigurationError
+from tinyagents.errors import ConfigurationError, StoreError
 from tinyagents.events import ModelEvent
 from tinyagents.harness import Model, ModelRequest, ModelResponse, ToolCall, Usage
 from tinyagents.testkit import (
@@ -171,3 +173,22 @@ async def test_a_function_models_answer_of_the_wrong_types_is_its_error() -> Non
     assert result.error is not None
     assert result.error.startswith(f"{ModelFunctionError.__name__}: "), result.error
     assert "<locals>.answer'" in result.error and "its text" in result.error, result.error
+
+
+# -- a store file that is a symlink loop ---------------------------------------------------
+
+
+async def test_a_store_file_that_is_a_symlink_loop_is_refused_saying_so(tmp_path: Path) -> None:
+    """Found: ``Runtime(store="sqlite:///loop.db")`` where ``loop.db`` is a symlink to a
+    symlink back to it was refused with SQLite's bare "unable to open database file", which
+    sent users to the file's permissions. (A directory, a missing or read-only folder are
+    each named already.) Now the refusal names the symlink and says it leads nowhere; the
+    files are left as they were."""
+    loop, back = tmp_path / "loop.db", tmp_path / "back.db"
+    loop.symlink_to(back)
+    back.symlink_to(loop)
+    with pytest.raises(StoreError, match=r"a symlink .*leads nowhere \(a loop\)"):
+        async with Runtime(store=f"sqlite:///{loop}"):
+            pass
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["back.db", "loop.db"]
+    assert os.readlink(loop) == str(back)

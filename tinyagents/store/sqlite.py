@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import functools
 import json
 import logging
@@ -1099,6 +1100,15 @@ def why_not_opened(path: str, exc: BaseException) -> str:
     named = getattr(exc, "sqlite_errorname", "")
     if named not in ("SQLITE_CANTOPEN", "SQLITE_READONLY_DIRECTORY"):
         return str(exc)
+    if os.path.islink(path) and not os.path.exists(path):  # a loop: it sent users to chmod
+        try:
+            os.stat(path)
+        except OSError as gone:
+            if gone.errno == errno.ELOOP:
+                return (
+                    f"{exc}: {path!r} is a symlink (to {os.readlink(path)!r}) that leads "
+                    "nowhere (a loop): name the store file itself (nothing was written)"
+                )
     if os.path.isdir(path):  # "unable to open database file" alone sent users to its folder
         return (
             f"{exc}: {path!r} is a directory, not a store file: name a file, e.g. "
