@@ -67,11 +67,13 @@ def order_key(cmd: SteeringCommand, depth: int) -> OrderKey:
 #: the router knows it. Two senders may each queue a command under one id.
 _Id = tuple[str, str]
 
-#: A queued command with its key and its sender's scope. The heap compares keys and scopes
-#: only (together unique: the correlation id is in the key); an item is alive while ``_by_id``
-#: maps its id to this very item, so dropping a command is a dict deletion and its item is
-#: skipped when it reaches the top of the heap.
-_Item = tuple[OrderKey, str, SteeringCommand]
+#: A queued command: its ``order_key`` written out, its sender's scope, then the command. The
+#: heap compares keys and scopes only (together unique: the correlation id is in the key); an
+#: item is alive while ``_by_id`` maps its id to this very item, so dropping a command is a dict
+#: deletion and its item is skipped when it reaches the top of the heap. One flat tuple, not
+#: the key's tuple inside the item's: every command queued is one object fewer for the cyclic
+#: collector (a queue holds its commands until the run's next boundary).
+_Item = tuple[int, int, datetime, str, str, SteeringCommand]
 
 
 def _id(cmd: SteeringCommand) -> _Id:
@@ -113,12 +115,12 @@ class SteeringQueue:
         return any(cid == correlation_id for _, cid in self._by_id)
 
     def pending(self) -> list[SteeringCommand]:
-        return [cmd for _, _, cmd in sorted(self._by_id.values())]
+        return [item[-1] for item in sorted(self._by_id.values())]
 
     def cancels(self) -> list[SteeringCommand]:
         """The queued cancels, in order (from the index: no scan of the queue)."""
         cancels = self._by_kind.get(SteeringKind.CANCEL)
-        return [cmd for _, _, cmd in sorted(cancels.values())] if cancels else []
+        return [item[-1] for item in sorted(cancels.values())] if cancels else []
 
     # ------------------------------------------------------------------ put
 
@@ -167,7 +169,8 @@ class SteeringQueue:
                 return outcome
         else:  # nothing it can conflict with: most commands (this runs for every one)
             outcome = PutOutcome(queued=True)
-        item = (order_key(cmd, depth), key[0], cmd)
+        # ``order_key(cmd, depth)``, the scope and the command, as one tuple (``_Item``)
+        item = (depth, -cmd.priority, cmd.created_at, cmd.correlation_id, key[0], cmd)
         heapq.heappush(self._heap, item)
         self._by_id[key] = item
         if kind in _CONFLICT_KINDS:
@@ -178,7 +181,7 @@ class SteeringQueue:
         kind = new.kind
         outcome = PutOutcome(queued=True)
         if kind is SteeringKind.CANCEL:
-            for _, _, old in list(self._by_id.values()):
+            for old in [item[-1] for item in self._by_id.values()]:
                 if supersedes(new, old):
                     self._forget(old)
                     outcome.superseded.append((old, new.correlation_id))
@@ -247,14 +250,15 @@ class SteeringQueue:
 
     def _covering_cancel(self, cmd: SteeringCommand) -> SteeringCommand | None:
         """A queued cancel that ends what ``cmd`` is aimed at, if any."""
-        for _, _, cancel in self._by_kind.get(SteeringKind.CANCEL, {}).values():
+        for item in self._by_kind.get(SteeringKind.CANCEL, {}).values():
+            cancel = item[-1]
             if supersedes(cancel, cmd):
                 return cancel
         return None
 
     def _pending(self, kind: SteeringKind) -> list[SteeringCommand]:
         """The queued commands of a conflict kind (a copy: the caller may drop some)."""
-        return [cmd for _, _, cmd in self._by_kind.get(kind, {}).values()]
+        return [item[-1] for item in self._by_kind.get(kind, {}).values()]
 
     def _forget(self, cmd: SteeringCommand, key: _Id | None = None) -> None:
         key = _id(cmd) if key is None else key
@@ -284,8 +288,8 @@ class SteeringQueue:
         any_boundary = not paused and boundary is not Boundary.WHILE_PAUSED
         while heap:
             item = heapq.heappop(heap)
-            cmd = item[2]
-            key = (item[1], cmd.correlation_id)
+            cmd = item[5]
+            key = (item[4], item[3])  # (scope, correlation id)
             if by_id.get(key) is not item:
                 continue  # dropped (superseded) while queued
             if (any_boundary and cmd.delivery is SteeringDelivery.NEXT_BOUNDARY) or _deliverable(
@@ -307,13 +311,13 @@ class SteeringQueue:
         popped, as a superseded one's is); whether it was."""
         key = _id(cmd)
         item = self._by_id.get(key)
-        if item is None or item[2] is not cmd:
+        if item is None or item[-1] is not cmd:
             return False
         self._forget(cmd, key)
         return True
 
     def has_ready(self, boundary: Boundary, *, final: bool = False, paused: bool = False) -> bool:
-        return any(_deliverable(cmd, boundary, final, paused) for _, _, cmd in self._by_id.values())
+        return any(_deliverable(item[-1], boundary, final, paused) for item in self._by_id.values())
 
     def drain(self) -> list[SteeringCommand]:
         """Remove and return everything still pending, in order."""
