@@ -224,9 +224,7 @@ class SteeringRouter:
             )
         if type(cmd.payload) is not ReadOnlyDict:  # built past validation (``checked``)
             cmd = checked(cmd)
-        actor = cmd.actor
-        # ``dedupe_scope(actor)`` inline, as in ``_open``: a human's ids in its tenant's scope
-        key = (f"tenant:{actor.tenant_id}" if type(actor) is HumanActor else "", cmd.correlation_id)
+        key = _key(cmd)
         while key in self._seen:
             if key not in self._under_way:
                 return await self._duplicate(key)
@@ -371,7 +369,7 @@ class SteeringRouter:
         the durable log holds); None if it is not waiting so (any more)."""
         thread = _target_key(cmd)
         waiting = self._waiting.get(thread)
-        key = (dedupe_scope(cmd.actor), cmd.correlation_id)
+        key = _key(cmd)
         tracked = waiting.get(key) if waiting is not None else None
         if tracked is None or not _sendable(tracked, logged=logged):
             return None
@@ -682,9 +680,7 @@ class SteeringRouter:
         process on the store accepted for a run that goes on here now (that process died, and
         this one was open before they were logged, so its ``restore`` at open missed them).
         Returns how many."""
-        fresh = [
-            p for p in pending if (dedupe_scope(p[0].actor), p[0].correlation_id) not in self._seen
-        ]
+        fresh = [p for p in pending if _key(p[0]) not in self._seen]
         if fresh:
             self.restore(fresh)
         return len(fresh)
@@ -694,7 +690,7 @@ class SteeringRouter:
         (cmd, state, run_id). Other ids need not be loaded: the store refuses a second
         command with a logged id, which the router answers ``duplicate``."""
         for cmd, state, run_id in pending:
-            key = (dedupe_scope(cmd.actor), cmd.correlation_id)
+            key = _key(cmd)
             self._seen.add(key)
             self._seen_order.append(key)
             tracked = _Tracked(
@@ -723,10 +719,8 @@ class SteeringRouter:
     ) -> None:
         """``cmd`` was delivered at ``boundary`` (``at``: when, for all the commands one
         boundary takes; now if not given)."""
-        actor = cmd.actor  # ``_open(cmd)`` inline (it raises for a command not open)
-        tracked = self._tracked.get(
-            (f"tenant:{actor.tenant_id}" if type(actor) is HumanActor else "", cmd.correlation_id)
-        ) or self._open(cmd)
+        # ``_open(cmd)`` inline (it raises for a command not open)
+        tracked = self._tracked.get(_key(cmd)) or self._open(cmd)
         tracked.state = CommandState.DELIVERED
         # ``_value_``: the member's text without the ``value`` property's descriptor call
         self._emit(
@@ -738,10 +732,8 @@ class SteeringRouter:
         )
 
     def mark_applied(self, cmd: SteeringCommand, affected: dict[str, Any]) -> None:
-        actor = cmd.actor  # ``_open(cmd)`` inline (it raises for a command not open)
-        tracked = self._tracked.get(
-            (f"tenant:{actor.tenant_id}" if type(actor) is HumanActor else "", cmd.correlation_id)
-        ) or self._open(cmd)
+        # ``_open(cmd)`` inline (it raises for a command not open)
+        tracked = self._tracked.get(_key(cmd)) or self._open(cmd)
         self._emit("steering.applied", tracked, affected=affected)
 
     def mark_failed(self, cmd: SteeringCommand, reason: str) -> None:
@@ -1164,10 +1156,7 @@ class SteeringRouter:
         self._emit(f"steering.{state}", tracked, **fields)
 
     def _open(self, cmd: SteeringCommand) -> _Tracked:
-        actor = cmd.actor
-        # ``dedupe_scope(actor)`` inline: asked twice for every command (delivered, applied)
-        scope = f"tenant:{actor.tenant_id}" if type(actor) is HumanActor else ""
-        key = (scope, cmd.correlation_id)
+        key = _key(cmd)
         tracked = self._tracked.get(key)
         if tracked is None:
             state = self._terminal.get(key, "never submitted")
@@ -1225,6 +1214,27 @@ class SteeringRouter:
             if tracked.early is None:
                 tracked.early = []
             tracked.early.append(event)
+
+
+#: ``dedupe_scope`` of a human sender, by tenant id: each tenant's scope is made once, not a new
+#: string at each of the three times a command's key is asked for (submit, delivered, applied),
+#: and the same string then finds its key in the books at once. Bounded: emptied when full.
+_TENANT_SCOPES: dict[str, str] = {}
+_TENANT_SCOPES_MAX = 4096
+
+
+def _key(cmd: SteeringCommand) -> _Key:
+    """``cmd``'s correlation id in its sender's scope (``dedupe_scope``): its key in the
+    router's books and in its run's queue."""
+    actor = cmd.actor
+    if type(actor) is not HumanActor:
+        return (dedupe_scope(actor), cmd.correlation_id)
+    scope = _TENANT_SCOPES.get(actor.tenant_id)
+    if scope is None:
+        if len(_TENANT_SCOPES) >= _TENANT_SCOPES_MAX:
+            _TENANT_SCOPES.clear()
+        scope = _TENANT_SCOPES[actor.tenant_id] = dedupe_scope(actor)
+    return (scope, cmd.correlation_id)
 
 
 def _sendable(tracked: _Tracked, *, logged: bool) -> bool:
