@@ -45,7 +45,6 @@ from tinyagents.protocol.commands import (
     SubAgentRunTarget,
     ThreadTarget,
     checked,
-    dedupe_scope,
     sender_tenant,
 )
 from tinyagents.protocol.state import CommandState
@@ -1216,25 +1215,12 @@ class SteeringRouter:
             tracked.early.append(event)
 
 
-#: ``dedupe_scope`` of a human sender, by tenant id: each tenant's scope is made once, not a new
-#: string at each of the three times a command's key is asked for (submit, delivered, applied),
-#: and the same string then finds its key in the books at once. Bounded: emptied when full.
-_TENANT_SCOPES: dict[str, str] = {}
-_TENANT_SCOPES_MAX = 4096
-
-
 def _key(cmd: SteeringCommand) -> _Key:
-    """``cmd``'s correlation id in its sender's scope (``dedupe_scope``): its key in the
-    router's books and in its run's queue."""
+    """``cmd``'s correlation id in its sender's scope: its key in the router's books and in
+    its run's queue. (``dedupe_scope(cmd.actor)`` written out: a key is asked for three times
+    for every command, at submit, delivered and applied.)"""
     actor = cmd.actor
-    if type(actor) is not HumanActor:
-        return (dedupe_scope(actor), cmd.correlation_id)
-    scope = _TENANT_SCOPES.get(actor.tenant_id)
-    if scope is None:
-        if len(_TENANT_SCOPES) >= _TENANT_SCOPES_MAX:
-            _TENANT_SCOPES.clear()
-        scope = _TENANT_SCOPES[actor.tenant_id] = dedupe_scope(actor)
-    return (scope, cmd.correlation_id)
+    return (f"tenant:{actor.tenant_id}" if type(actor) is HumanActor else "", cmd.correlation_id)
 
 
 def _sendable(tracked: _Tracked, *, logged: bool) -> bool:
