@@ -311,8 +311,10 @@ async def test_a_thread_command_no_process_runs_is_deferred_for_the_threads_next
     command for a thread no process runs a run of was looked for in the store for the
     listing wait and answered ``rejected`` "not found", where the runtime (one process)
     defers it for the thread's next run. It is deferred in the runtime now, and that run
-    takes it. With no runtime of its own (``runs --store``), nothing could hold it: still
-    "not found"."""
+    takes it. With no runtime of its own (``runs --store``) and no process on the store,
+    nothing could hold it: still "not found". (While the runtime is open, its store row of
+    the run it finished may still say running until its next snapshot tick: a command sent
+    through the store then goes to it, which defers it.)"""
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     async with Runtime(store=url) as rt:
         control = Control(rt)
@@ -326,11 +328,16 @@ async def test_a_thread_command_no_process_runs_is_deferred_for_the_threads_next
             assert (await handle.result()).status.value == "cancelled"
         assert rt.router.state(cancel.correlation_id, scope="tenant:acme") == "applied"
         control.close()
-        alone = Control(store=rt.store, listing_wait_s=0.0)
+    store = SqliteStore(tmp_path / "runs.db")
+    await store.open()
+    try:
+        alone = Control(store=store, listing_wait_s=0.0)
         other = cancel.model_copy(update={"correlation_id": "c-alone"})
         refused = await alone.submit(other)
         assert refused.status == "rejected" and refused.reason == "not found: thread t-next"
         alone.close()
+    finally:
+        await store.close()
 
 
 async def test_a_run_whose_owner_went_silent_is_marked_so(tmp_path: Path) -> None:
