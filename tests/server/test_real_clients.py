@@ -124,6 +124,9 @@ async def test_curl_n_reads_the_stream_in_sse_framing(served: Served, extra: lis
         f"{BASE}/runs/{run.run_id}/steer", json={"message": "x"}, headers=served.as_("alice")
     )
     assert r.status_code == 200
+    # the store writer writes events every 50 ms: on a loaded machine curl came first and
+    # read an empty log (``follow=false`` reads what the store holds, then ends)
+    await served.runtime.flush_events()
     url = f"{served.url}{BASE}/events?follow=false"
     head, got = await curl(*auth(served), "-N", *extra, url)
     assert status(head) == 200, head
