@@ -43,3 +43,19 @@ async def test_inspect_prints_tree_and_history(tmp_path: Path, capsys) -> None: 
 def test_inspect_missing_file_is_a_clear_error(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     assert main(["inspect", str(tmp_path / "nope.db")]) == 2
     assert "no such store file" in capsys.readouterr().out
+
+
+def test_inspect_of_a_symlink_that_leads_nowhere_says_so(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Found: a store path that is a symlink loop (or points at a missing file) was "no such
+    store file", which sent users looking for a file that is there: the symlink."""
+    loop, back, dangling = tmp_path / "loop.db", tmp_path / "back.db", tmp_path / "gone.db"
+    loop.symlink_to(back)
+    back.symlink_to(loop)
+    dangling.symlink_to(tmp_path / "moved.db")
+    assert main(["inspect", str(loop)]) == 2
+    out = capsys.readouterr().out
+    assert "is a symlink" in out and "back.db" in out and "a loop" in out, out
+    assert main(["inspect", str(dangling)]) == 2
+    out = capsys.readouterr().out
+    assert "is a symlink" in out and "moved.db" in out and "does not exist" in out, out
+    assert loop.is_symlink() and back.is_symlink() and dangling.is_symlink()  # left as they were

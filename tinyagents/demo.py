@@ -25,6 +25,7 @@ tinyagents store is never touched.
 from __future__ import annotations
 
 import asyncio
+import errno
 import inspect
 import json
 import os
@@ -273,6 +274,16 @@ async def human(rt: Runtime, cues: Cues, say: Callable[[str], None]) -> None:
 # --------------------------------------------------------------------------- the store file
 
 
+def _nowhere(link: Path) -> str:
+    """Why symlink ``link`` leads to no file: a loop, or a target that does not exist."""
+    try:
+        link.stat()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "leads nowhere (a loop): name the store file itself"
+    return "points at a file that does not exist: name the store file itself"
+
+
 def open_store_file(path: Path) -> sqlite3.Connection:
     """A read-only connection to the tinyagents store at ``path``; ``StoreError`` (one line,
     naming the file) when it is missing, not a file, not SQLite or not a tinyagents store.
@@ -282,6 +293,8 @@ def open_store_file(path: Path) -> sqlite3.Connection:
     its write-ahead log. The caller closes the connection.
     """
     if not path.exists():
+        if path.is_symlink():  # "no such store file" sent users looking for the symlink
+            raise StoreError(f"{path} is a symlink (to {os.readlink(path)}) that {_nowhere(path)}")
         raise StoreError(f"no such store file: {path}")
     if not path.is_file():
         raise StoreError(f"{path} is not a tinyagents store: it is not a file")
