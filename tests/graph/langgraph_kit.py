@@ -62,6 +62,41 @@ def shape(ns: tuple[str, ...] | str) -> tuple[str, ...]:
     return tuple(part.split(":")[0] for part in parts if part)
 
 
+class Value(TypedDict):
+    value: Annotated[list[str], operator.add]
+
+
+class Results(TypedDict):
+    results: Annotated[list[str], operator.add]
+
+
+class Sightings:
+    """What each library's nodes saw, kept apart."""
+
+    def __init__(self) -> None:
+        self.ours: list[Any] = []
+        self.theirs: list[Any] = []
+
+    def of(self, g: Any) -> list[Any]:
+        return self.ours if g is OURS else self.theirs
+
+    def clear(self) -> None:
+        self.ours.clear()
+        self.theirs.clear()
+
+
+async def newest_with_next(
+    ours: Any, theirs: Any, nxt: tuple[str, ...], *, oldest: bool = False
+) -> tuple[str, Any]:
+    """Each library's newest (or oldest) checkpoint whose ``next`` is ``nxt``: our checkpoint
+    id, LangGraph's config."""
+    theirs_found = [s.config async for s in theirs.aget_state_history(cfg()) if s.next == nxt]
+    ours_found = [h.checkpoint_id for h in await ours.history("1") if h.next == nxt]
+    assert len(ours_found) == len(theirs_found)
+    pick = -1 if oldest else 0
+    return ours_found[pick], theirs_found[pick]
+
+
 class Log(TypedDict, total=False):
     log: Annotated[list[str], operator.add]
 

@@ -19,11 +19,15 @@ import pytest
 from langgraph_kit import (
     OURS,
     THEIRS,
+    Results,
+    Sightings,
+    Value,
     cfg,
     lg_managed,
     lg_memory,
     lg_message,
     lg_types,
+    newest_with_next,
     pair,
     shape,
 )
@@ -37,35 +41,6 @@ from tinyagents.store.checkpoint import Checkpointer
 lc_messages = pytest.importorskip("langchain_core.messages")
 
 
-class Value(TypedDict):
-    value: Annotated[list[str], operator.add]
-
-
-class Results(TypedDict):
-    results: Annotated[list[str], operator.add]
-
-
-class Seen:
-    """What each library's nodes saw, kept apart."""
-
-    def __init__(self) -> None:
-        self.ours: list[Any] = []
-        self.theirs: list[Any] = []
-
-    def of(self, g: Any) -> list[Any]:
-        return self.ours if g is OURS else self.theirs
-
-    def clear(self) -> None:
-        self.ours.clear()
-        self.theirs.clear()
-
-
-def compiled(build: Any, checkpointer: Checkpointer) -> tuple[Any, Any]:
-    ours = build(OURS).compile(checkpointer=checkpointer)
-    theirs = build(THEIRS).compile(checkpointer=lg_memory.InMemorySaver())
-    return ours, theirs
-
-
 async def run_both(ours: Any, theirs: Any, value: Any, thread: str = "1") -> Any:
     """``value`` (an input, None or a ``Command``) on both; LangGraph's output returned, ours
     checked equal to it (without LangGraph's ``__interrupt__``)."""
@@ -77,22 +52,10 @@ async def run_both(ours: Any, theirs: Any, value: Any, thread: str = "1") -> Any
     return out
 
 
-async def newest_with_next(
-    ours: Any, theirs: Any, nxt: tuple[str, ...], *, oldest: bool = False
-) -> tuple[str, Any]:
-    """Each library's newest (or oldest) checkpoint whose ``next`` is ``nxt``: our checkpoint
-    id, LangGraph's config."""
-    theirs_found = [s.config async for s in theirs.aget_state_history(cfg()) if s.next == nxt]
-    ours_found = [h.checkpoint_id for h in await ours.history("1") if h.next == nxt]
-    assert len(ours_found) == len(theirs_found)
-    pick = -1 if oldest else 0
-    return ours_found[pick], theirs_found[pick]
-
-
 # -- stateful sub-graphs (checkpointer=True) and time travel (test_time_travel.py) ----------
 
 
-def sub_after_parent(g: Any, seen: Seen) -> Any:
+def sub_after_parent(g: Any, seen: Sightings) -> Any:
     def sub_step(state: Any) -> dict[str, Any]:
         seen.of(g).append(("sub_step", dict(state)))
         return {"value": ["s"]}
@@ -111,8 +74,8 @@ async def test_a_replay_of_the_first_run_gives_the_sub_graph_its_state_then(
     checkpointer: Checkpointer,
 ) -> None:
     # LangGraph: test_time_travel.py::test_replay_from_first_invocation_checkpoint
-    seen = Seen()
-    ours, theirs = compiled(lambda g: sub_after_parent(g, seen), checkpointer)
+    seen = Sightings()
+    ours, theirs = pair(lambda g: sub_after_parent(g, seen), checkpointer)
     await run_both(ours, theirs, {"results": []})
     await run_both(ours, theirs, {"results": []})
     ours_at, theirs_at = await newest_with_next(ours, theirs, ("sub_node",), oldest=True)
@@ -126,8 +89,8 @@ async def test_a_run_after_a_replay_takes_the_sub_graph_state_the_replay_left(
     checkpointer: Checkpointer,
 ) -> None:
     # LangGraph: test_time_travel.py::test_stateful_subgraph_loads_latest_after_replay
-    seen = Seen()
-    ours, theirs = compiled(lambda g: sub_after_parent(g, seen), checkpointer)
+    seen = Sightings()
+    ours, theirs = pair(lambda g: sub_after_parent(g, seen), checkpointer)
     await run_both(ours, theirs, {"results": []})
     assert seen.ours[-1] == seen.theirs[-1] == ("sub_step", {"value": []})
     await run_both(ours, theirs, {"results": []})
@@ -150,7 +113,7 @@ class Mid(TypedDict):
     mid_trail: Annotated[list[str], operator.add]
 
 
-def three_levels(g: Any, seen: Seen) -> Any:
+def three_levels(g: Any, seen: Sightings) -> Any:
     def step(name: str, key: str, item: str) -> Any:
         def node(state: Any) -> dict[str, Any]:
             seen.of(g).append((name, dict(state)))
@@ -182,8 +145,8 @@ async def test_three_levels_of_stateful_sub_graphs_are_taken_back_together(
 ) -> None:
     # LangGraph: test_time_travel.py::test_three_level_nested_subgraph_loads_state_on_replay
     # and test_three_level_nested_subgraph_loads_state_on_fork
-    seen = Seen()
-    ours, theirs = compiled(lambda g: three_levels(g, seen), checkpointer)
+    seen = Sightings()
+    ours, theirs = pair(lambda g: three_levels(g, seen), checkpointer)
     await run_both(ours, theirs, {"results": []})
     assert (
         seen.ours
@@ -892,7 +855,7 @@ async def test_a_resume_naming_the_head_goes_on_in_the_sub_graph(
     assert ours_called == theirs_called == ["ask_human", "step_b"]
 
 
-def asks_once(g: Any, started: Seen) -> Any:
+def asks_once(g: Any, started: Sightings) -> Any:
     def step_a(state: Any) -> dict[str, Any]:
         started.of(g).append(dict(state))
         return {"value": [f"a:{g.interrupt('question_a')}"]}
@@ -921,8 +884,8 @@ async def test_a_replayed_persistent_sub_graph_asks_again_from_its_earlier_state
     checkpointer: Checkpointer,
 ) -> None:
     # LangGraph: test_time_travel.py::test_subgraph_replay_loads_accumulated_state_then_resume
-    started = Seen()
-    ours, theirs = compiled(lambda g: asks_once(g, started), checkpointer)
+    started = Sightings()
+    ours, theirs = pair(lambda g: asks_once(g, started), checkpointer)
     for answer in ("a1", "a2"):
         await run_both(ours, theirs, {"results": []})
         await run_both(ours, theirs, OURS.Command(resume=answer))

@@ -15,7 +15,21 @@ import operator
 from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 import pytest
-from langgraph_kit import OURS, THEIRS, cfg, lg_errors, lg_graph, lg_memory, lg_types, shape
+from langgraph_kit import (
+    OURS,
+    THEIRS,
+    Results,
+    Sightings,
+    Value,
+    cfg,
+    lg_errors,
+    lg_graph,
+    lg_memory,
+    lg_types,
+    newest_with_next,
+    pair,
+    shape,
+)
 from pydantic import BaseModel, ConfigDict, Field
 
 from tinyagents.errors import ConfigurationError, GraphError, UnknownTargetError
@@ -31,35 +45,6 @@ if TYPE_CHECKING:  # the names LangGraph reads in the annotations (strings here)
     from langgraph.types import StreamWriter
 
 
-class Value(TypedDict):
-    value: Annotated[list[str], operator.add]
-
-
-class Results(TypedDict):
-    results: Annotated[list[str], operator.add]
-
-
-class Seen:
-    """What each library's nodes saw, kept apart."""
-
-    def __init__(self) -> None:
-        self.ours: list[Any] = []
-        self.theirs: list[Any] = []
-
-    def of(self, g: Any) -> list[Any]:
-        return self.ours if g is OURS else self.theirs
-
-    def clear(self) -> None:
-        self.ours.clear()
-        self.theirs.clear()
-
-
-def compiled(build: Any, checkpointer: Checkpointer) -> tuple[Any, Any]:
-    ours = build(OURS).compile(checkpointer=checkpointer)
-    theirs = build(THEIRS).compile(checkpointer=lg_memory.InMemorySaver())
-    return ours, theirs
-
-
 async def run_both(ours: Any, theirs: Any, value: Any, thread: str = "1") -> Any:
     """``value`` (an input, None or a ``Command``) on both; LangGraph's output returned, ours
     checked equal to it (without LangGraph's ``__interrupt__``), and so are the questions
@@ -70,15 +55,6 @@ async def run_both(ours: Any, theirs: Any, value: Any, thread: str = "1") -> Any
     assert result.state == {k: v for k, v in out.items() if not k.startswith("__")}
     assert [i.value for i in result.interrupts] == [i.value for i in out.get("__interrupt__", [])]
     return out
-
-
-async def newest_with_next(ours: Any, theirs: Any, nxt: tuple[str, ...]) -> tuple[str, Any]:
-    """Each library's newest checkpoint whose ``next`` is ``nxt``: our checkpoint id,
-    LangGraph's config."""
-    theirs_found = [s.config async for s in theirs.aget_state_history(cfg()) if s.next == nxt]
-    ours_found = [h.checkpoint_id for h in await ours.history("1") if h.next == nxt]
-    assert len(ours_found) == len(theirs_found)
-    return ours_found[0], theirs_found[0]
 
 
 async def go_back(ours: Any, theirs: Any, how: str, ours_at: str, theirs_at: Any) -> Any:
@@ -97,7 +73,7 @@ async def go_back(ours: Any, theirs: Any, how: str, ours_at: str, theirs_at: Any
 # -- a persistent sub-graph that asks, taken back with its parent (test_time_travel.py) ----
 
 
-def asking_sub_graph(g: Any, seen: Seen) -> Any:
+def asking_sub_graph(g: Any, seen: Sightings) -> Any:
     """parent_node -> sub_node, a ``checkpointer=True`` sub-graph whose two steps each ask."""
 
     def ask(name: str) -> Any:
@@ -130,8 +106,8 @@ async def test_a_persistent_sub_graph_that_asks_is_taken_back_to_its_state_befor
 ) -> None:
     # LangGraph: test_time_travel.py::test_stateful_subgraph_retains_state_on_parent_replay
     # and test_stateful_subgraph_retains_state_on_parent_fork
-    seen = Seen()
-    ours, theirs = compiled(lambda g: asking_sub_graph(g, seen), checkpointer)
+    seen = Sightings()
+    ours, theirs = pair(lambda g: asking_sub_graph(g, seen), checkpointer)
     for n in ("1", "2"):
         await run_both(ours, theirs, {"results": []})
         await run_both(ours, theirs, OURS.Command(resume=f"a{n}"))
