@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
 from tinyagents import supervisor as supervision
+from tinyagents._bounds import whole_number
 from tinyagents.errors import (
     ConfigurationError,
     RuntimeClosed,
@@ -158,16 +159,8 @@ class Runtime:
                 "trusted through the capability the runtime gives it, not by its name; pass "
                 "Runtime(supervisor=SupervisorSpec(...)) to supervise runs"
             )
-        if (
-            isinstance(dedupe_horizon, bool)
-            or not isinstance(dedupe_horizon, int)
-            or dedupe_horizon < 1
-        ):
-            raise ConfigurationError(
-                f"dedupe_horizon must be a whole number >= 1, got {dedupe_horizon!r}"
-            )
-        if isinstance(max_queued, bool) or not isinstance(max_queued, int) or max_queued < 1:
-            raise ConfigurationError(f"max_queued must be a whole number >= 1, got {max_queued!r}")
+        whole_number("dedupe_horizon", dedupe_horizon)
+        whole_number("max_queued", max_queued)
         self.store: Store = open_store(store)
         self._durable = store is not None
         #: Unique per runtime instance: the ``owner`` of its runs' snapshots, and the address

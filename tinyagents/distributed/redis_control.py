@@ -48,7 +48,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from tinyagents import _clock
+from tinyagents import _bounds, _clock
 from tinyagents.distributed._base import (
     POLICY,
     Backoff,
@@ -1106,16 +1106,6 @@ def _check_settings(
     worker's runs off the listing between two beats, a zero ``block_s`` blocked the readers
     for ever (Redis's ``BLOCK 0``), a zero backoff hammered a Redis that was down, and a blank
     worker id was replaced by the runtime's."""
-
-    def seconds(name: str, value: object, *, zero: bool = False) -> float:
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not number or not math.isfinite(value) or value < 0 or (value == 0 and not zero):  # type: ignore[arg-type, operator]
-            least = ">= 0" if zero else "> 0"
-            raise ConfigurationError(
-                f"{name} must be a finite number of seconds {least}, got {value!r}"
-            )
-        return float(value)  # type: ignore[arg-type]
-
     for name, text in (("worker_id", worker_id), ("prefix", prefix)):
         if (text is not None or name == "prefix") and (
             not isinstance(text, str) or not text.strip()
@@ -1124,41 +1114,31 @@ def _check_settings(
     problem = id_problem(worker_id) if isinstance(worker_id, str) else None
     if problem is not None:  # it travels in every envelope, whose ids obey the id rule
         raise ConfigurationError(f"worker_id {shown_id(worker_id)!r} breaks the id rule: {problem}")
-    seconds("throttle_s", throttle_s, zero=True)
-    beat = seconds("heartbeat_s", heartbeat_s)
-    if seconds("ttl_s", ttl_s) <= beat:
+    _bounds.seconds("throttle_s", throttle_s, zero=True)
+    beat = _bounds.seconds("heartbeat_s", heartbeat_s)
+    if _bounds.seconds("ttl_s", ttl_s) <= beat:
         raise ConfigurationError(
             f"ttl_s ({ttl_s!r}) must be longer than heartbeat_s ({heartbeat_s!r}): the "
             "worker's runs would leave the listing between two heartbeats"
         )
-    seconds("receipt_timeout_s", receipt_timeout_s)
-    seconds("block_s", block_s)
+    _bounds.seconds("receipt_timeout_s", receipt_timeout_s)
+    _bounds.seconds("block_s", block_s)
     if not isinstance(backoff_s, (tuple, list)) or len(backoff_s) != 2:
         raise ConfigurationError(
             f"backoff_s must be a pair (low, high) of seconds, got {backoff_s!r}"
         )
-    low, high = (seconds("backoff_s", b) for b in backoff_s)
+    low, high = (_bounds.seconds("backoff_s", b) for b in backoff_s)
     if low > high:
         raise ConfigurationError(
             f"backoff_s must be (low, high) with low <= high, got {backoff_s!r}"
         )
-    if (
-        isinstance(max_connections, bool)
-        or not isinstance(max_connections, int)
-        or max_connections < 3
-    ):
-        raise ConfigurationError(
-            "max_connections must be a whole number >= 3 (two jobs each hold a connection "
-            f"while they wait for entries), got {max_connections!r}"
-        )
-    if (
-        isinstance(max_unanswered, bool)
-        or not isinstance(max_unanswered, int)
-        or max_unanswered < 1
-    ):
-        raise ConfigurationError(
-            f"max_unanswered must be a whole number >= 1, got {max_unanswered!r}"
-        )
+    _bounds.whole_number(
+        "max_connections",
+        max_connections,
+        least=3,
+        why="two jobs each hold a connection while they wait for entries",
+    )
+    _bounds.whole_number("max_unanswered", max_unanswered)
 
 
 def _check_database(url: str) -> None:

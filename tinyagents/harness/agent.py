@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 from pydantic import BaseModel, PydanticUserError
 
 from tinyagents import _clock
+from tinyagents._bounds import whole_number
 from tinyagents.errors import (
     ConfigurationError,
     InvalidCommandError,
@@ -310,10 +311,7 @@ def _check_output_schema(name: str, output_type: type[BaseModel]) -> None:
 
 
 def _check_retries(agent: str, name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigurationError(
-            f"agent {agent!r}: {name} must be a whole number >= 0, got {value!r}"
-        )
+    whole_number(f"agent {agent!r}: {name}", value, least=0)
 
 
 def _tool_dict(agent: str, tools: object) -> dict[str, Tool]:

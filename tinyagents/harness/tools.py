@@ -40,6 +40,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined, SchemaError, to_json, to_jsonable_python
 
+from tinyagents._bounds import seconds
 from tinyagents._record import FrozenRecord, Record, record
 from tinyagents._threads import in_own_thread
 from tinyagents.errors import ConfigurationError, ToolError, message_of
@@ -113,15 +114,8 @@ class Tool(ABC):
         sequential: bool = False,
     ) -> None:
         _check_name(name)
-        if timeout_s is not None and (
-            isinstance(timeout_s, bool)
-            or not isinstance(timeout_s, (int, float))
-            or not 0 < timeout_s < math.inf  # nan too: a call that never timed out
-        ):
-            raise ConfigurationError(
-                f"tool {name!r}: timeout_s must be a finite number of seconds > 0, got "
-                f"{timeout_s!r}"
-            )
+        if timeout_s is not None:  # nan: a call that never timed out
+            seconds(f"tool {name!r}: timeout_s", timeout_s)
         if not isinstance(description, str):  # providers refuse a tool described otherwise
             raise ConfigurationError(
                 f"tool {name!r}: description must be text, got {type(description).__name__}"

@@ -60,10 +60,10 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from tinyagents import __version__
+from tinyagents._bounds import whole_number
 from tinyagents._record import Record
 from tinyagents.errors import (
     AuthError,
-    ConfigurationError,
     ControlPlaneUnavailable,
     DamagedData,
     InvalidCommandError,
@@ -1278,12 +1278,8 @@ def create_app(
     for one user of a tenant, or ``max_streams`` for the server, is a 429 (each reads the
     store every 50 ms while it follows the log).
     """
-    for name, bound in (
-        ("max_streams_per_user", max_streams_per_user),
-        ("max_streams", max_streams),
-    ):
-        if isinstance(bound, bool) or not isinstance(bound, int) or bound < 1:
-            raise ConfigurationError(f"{name} must be a whole number >= 1, got {bound!r}")
+    whole_number("max_streams_per_user", max_streams_per_user)
+    whole_number("max_streams", max_streams)
     from fastapi import APIRouter, Body, Depends, FastAPI, Header, Query, Request, Response
     from fastapi.exception_handlers import http_exception_handler
     from fastapi.exceptions import RequestValidationError

@@ -22,7 +22,6 @@ import hashlib
 import itertools
 import json
 import logging
-import math
 import secrets
 import time
 from collections import deque
@@ -31,6 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from tinyagents._bounds import seconds, whole_number
 from tinyagents._record import FrozenRecord
 from tinyagents.distributed import RedisControl
 from tinyagents.errors import (
@@ -830,19 +830,6 @@ def _check_bounds(ring_size: object, receipt_timeout_s: object, listing_wait_s: 
     ``create_app`` refuses its stream bounds): ``ring_size=True`` kept one event (``True ==
     1``), ``-1`` was deque's bare ``ValueError``; a ``receipt_timeout_s`` of 0, below 0 or
     NaN is no wait for another worker's receipt, and ``True`` a second's."""
-    if isinstance(ring_size, bool) or not isinstance(ring_size, int) or ring_size < 1:
-        raise ConfigurationError(f"ring_size must be a whole number >= 1, got {ring_size!r}")
-    for name, seconds, least in (
-        ("receipt_timeout_s", receipt_timeout_s, "> 0"),
-        ("listing_wait_s", listing_wait_s, ">= 0"),
-    ):
-        if (
-            isinstance(seconds, bool)
-            or not isinstance(seconds, (int, float))
-            or not math.isfinite(seconds)
-            or seconds < 0
-            or (seconds == 0 and least == "> 0")
-        ):
-            raise ConfigurationError(
-                f"{name} must be a finite number of seconds {least}, got {seconds!r}"
-            )
+    whole_number("ring_size", ring_size)
+    seconds("receipt_timeout_s", receipt_timeout_s)
+    seconds("listing_wait_s", listing_wait_s, zero=True)

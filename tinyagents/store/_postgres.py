@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import math
 import re
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from tinyagents._bounds import seconds, whole_number
 from tinyagents.errors import ConfigurationError, StoreError
 from tinyagents.store.urls import redacted
 
@@ -92,25 +92,13 @@ def check_settings(
     """``ConfigurationError`` for pool settings asyncpg refuses only when the pool opens (or
     takes, as a NaN ``command_timeout``), and for a ``lease_ttl`` that is not a finite number
     of seconds >= 0 (0: the lease is checked at every write)."""
-    for name, size, least in (("min_size", min_size, 0), ("max_size", max_size, 1)):
-        if isinstance(size, bool) or not isinstance(size, int) or size < least:
-            raise ConfigurationError(f"{name} must be a whole number >= {least}, got {size!r}")
-    if min_size > max_size:  # type: ignore[operator]
+    if whole_number("min_size", min_size, least=0) > whole_number("max_size", max_size):
         raise ConfigurationError(
             f"min_size ({min_size}) must not be greater than max_size ({max_size})"
         )
-    for name, value, zero in (
-        ("command_timeout", command_timeout, False),  # asyncpg refuses 0
-        ("lease_ttl", lease_ttl, True),
-    ):
-        if value is None and name == "command_timeout":
-            continue
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not number or not math.isfinite(value) or value < 0 or (value == 0 and not zero):  # type: ignore[arg-type, operator]
-            raise ConfigurationError(
-                f"{name} must be a finite number of seconds {'>=' if zero else '>'} 0, "
-                f"got {value!r}"
-            )
+    if command_timeout is not None:
+        seconds("command_timeout", command_timeout)  # asyncpg refuses 0
+    seconds("lease_ttl", lease_ttl, zero=True)
 
 
 #: How many times ``fetch_again`` tries a statement again, and its pause before the first

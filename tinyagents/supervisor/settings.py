@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from tinyagents._bounds import whole_number
 from tinyagents.errors import ConfigurationError
 
 #: The name of the supervisor's actor: ``SteeringActor.middleware(SUPERVISOR)``.
@@ -65,11 +66,7 @@ def judge_concurrency(value: int | None = None) -> int:
     """``value``, else ``TINYAGENTS_MAX_CONCURRENT_JUDGES``, else 8; ``ConfigurationError`` if
     it is no whole number >= 1."""
     if value is not None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigurationError(
-                f"max_concurrent_judges must be a whole number >= 1, got {value!r}"
-            )
-        return value
+        return whole_number("max_concurrent_judges", value)
     raw = os.environ.get("TINYAGENTS_MAX_CONCURRENT_JUDGES")
     if raw is None:
         return DEFAULT_MAX_CONCURRENT_JUDGES
