@@ -13,7 +13,7 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from tinyagents import Agent
+from tinyagents import Agent, NativeOutput, PromptedOutput
 from tinyagents.errors import ConfigurationError
 from tinyagents.testkit import ScriptedModel
 
@@ -55,3 +55,28 @@ def test_a_recursive_output_type_is_still_taken() -> None:
 
     Node.model_rebuild()
     assert Agent("a", model=ScriptedModel(["{}"]), output_type=Node).output_type is Node
+
+
+@pytest.mark.parametrize(
+    ("output_type", "where"),
+    [
+        ([], "output_type"),
+        ((), "output_type"),
+        (NativeOutput([]), "NativeOutput"),
+        (PromptedOutput([]), "PromptedOutput"),
+    ],
+    ids=repr,
+)
+def test_an_empty_list_of_output_types_is_refused_as_naming_none(
+    output_type: object, where: str
+) -> None:
+    """Found: ``output_type=[]`` (or an empty ``NativeOutput`` / ``PromptedOutput``) was
+    refused as a union holding "nothing: None or a value has no JSON schema of its own",
+    which names neither the mistake nor the fix; it now says no output type was given, as
+    pydantic-ai refuses it ("At least one output type must be provided")."""
+    with pytest.raises(
+        ConfigurationError, match=rf"agent 'a': {where} names no output type"
+    ) as exc:
+        Agent(name="a", model=ScriptedModel([]), output_type=output_type)
+    assert "give at least one" in str(exc.value)
+    assert "None or a value" not in str(exc.value)

@@ -461,13 +461,24 @@ def _spec_of(agent: str, output_type: object) -> OutputSpec:
     return OutputSpec(output_type=_union_output(models))
 
 
-def _models(agent: str, members: list[Any]) -> list[type[BaseModel]]:
+def _models(agent: str, members: list[Any], where: str = "output_type") -> list[type[BaseModel]]:
     """The members as model classes: a model class as it is, any other type pydantic reads
-    wrapped (``ResponseOutput``); anything else (None, a value) is refused."""
+    wrapped (``ResponseOutput``); anything else (None, a value) is refused, as is no member
+    at all (``where``, the ``output_type`` or marker that held them, names the mistake)."""
+    if not members:  # as pydantic-ai refuses it ("At least one output type must be provided")
+        example = (
+            "[Foo, Bar] (for a text answer, str)"
+            if where == "output_type"
+            else f"{where}([Foo, Bar])"
+        )
+        raise ConfigurationError(
+            f"agent {agent!r}: {where} names no output type (it is empty); give at least "
+            f"one, e.g. {example}"
+        )
     members = [_as_model(agent, m) or m for m in members]
     refused = [m for m in members if not (isinstance(m, type) and issubclass(m, BaseModel))]
-    if refused or not members:
-        got = ", ".join(kind_of(m) if m is not None else "None" for m in refused) or "nothing"
+    if refused:
+        got = ", ".join(kind_of(m) if m is not None else "None" for m in refused)
         raise ConfigurationError(
             f"agent {agent!r}: a union output_type takes pydantic model classes, other types "
             f"(int, list[Foo]: the response of an object) and str (for a text answer), got "
@@ -507,7 +518,7 @@ def _native(agent: str, marker: NativeOutput) -> OutputSpec:
             "functions, markers or str); offer an output function as output_type=fn or "
             "ToolOutput(fn)"
         )
-    models = _models(agent, members)
+    models = _models(agent, members, "NativeOutput")
     if len(models) == 1:
         return OutputSpec(output_type=models[0])
     return OutputSpec(output_type=_union_output(models))
@@ -534,7 +545,7 @@ def _prompted(agent: str, marker: PromptedOutput) -> OutputSpec:
             f"agent {agent!r}: PromptedOutput's template must be text (with a {{schema}} "
             f"placeholder), False or None, got {kind_of(template)}"
         )
-    models = _models(agent, members)
+    models = _models(agent, members, "PromptedOutput")
     output_type = models[0] if len(models) == 1 else _union_output(models)
     if template is False:
         return OutputSpec(output_type=output_type, native=False)
