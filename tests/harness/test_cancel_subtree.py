@@ -761,3 +761,94 @@ async def test_a_grandchild_started_while_a_failed_runs_subtree_is_cancelled_get
     assert handle is not None and (await handle.result()).status is RunStatus.CANCELLED
     assert sees.deliveries == [SteeringDelivery.IMMEDIATE]
     recorder.assert_every_command_terminal()
+
+
+async def _completed_child(
+    rt: Runtime, asked: list[int], above: Any = None
+) -> tuple[Any, Any, Gate]:
+    """A run (below ``above``) waiting inside its tool ``hold``, and a child of it that
+    completed (``asked`` counts the child's model calls)."""
+    hold = Gate("hold")
+    parent = await rt.start(
+        Agent("parent", ScriptedModel([tool_call("hold"), "p"]), tools=[hold.tool()]),
+        "go",
+        parent=above,
+    )
+    await asyncio.wait_for(hold.entered.wait(), 60)
+
+    async def child_fn(request: Any) -> str:
+        asked.append(1)
+        return f"c{len(asked)}"
+
+    child = await rt.start(Agent("child", model=FunctionModel(child_fn)), "x", parent=parent)
+    assert (await asyncio.wait_for(child.result(), 60)).status is RunStatus.COMPLETED
+    return parent, child, hold
+
+
+async def test_a_message_gives_no_turn_to_a_completed_child_of_a_run_being_cancelled(
+    rt: Runtime, recorder: EventRecorder, waiter: EventWaiter
+):
+    """Found: an ``END_OF_TURN`` message to a completed child while its parent's cancel was
+    on its way down the tree reopened the child for another turn: the cancel had passed over
+    it (it was not running), so it called its model again, below a run being cancelled, and
+    could still be working when the parent ended ``cancelled``. As a child started below
+    such a run does no work at all, the message gives it no turn: it fails as any command
+    that comes after its target's last boundary (``target finished before delivery``), and
+    the child's answer stands."""
+    asked: list[int] = []
+    parent, child, hold = await _completed_child(rt, asked)
+    # for its next boundary, passed down at once: the parent is sure to reach it after its tool
+    assert (await parent.cancel("stop", actor=OPERATOR)).accepted
+    message = await child.steer(
+        "one more thing", actor=OPERATOR, delivery=SteeringDelivery.END_OF_TURN
+    )
+    failed = await asyncio.wait_for(
+        waiter.event("steering.failed", correlation_id=message.correlation_id), 60
+    )
+    assert failed.reason == "target finished before delivery"
+    hold.open()
+    assert (await asyncio.wait_for(parent.result(), 60)).status is RunStatus.CANCELLED
+    again = await child.steer("and now?", actor=OPERATOR, delivery=SteeringDelivery.END_OF_TURN)
+    failed = await asyncio.wait_for(
+        waiter.event("steering.failed", correlation_id=again.correlation_id), 60
+    )
+    assert failed.reason == "target finished before delivery"  # below a cancelled run too
+    result = await asyncio.wait_for(child.result(), 60)
+    assert (result.status, result.output, asked) == (RunStatus.COMPLETED, "c1", [1])
+    assert [
+        e.type
+        for e in recorder.events
+        if e.run_id == child.run_id and e.type in (*ENDINGS, "run.resumed")
+    ] == ["run.completed"]
+    recorder.assert_every_command_terminal()
+
+
+async def test_a_message_gives_no_turn_to_a_completed_grandchild_of_a_run_being_cancelled(
+    rt: Runtime, recorder: EventRecorder, waiter: EventWaiter
+):
+    """The same two levels down: the root's cancel marks its child still working, and a
+    message to that child's completed child is given no turn either."""
+    asked: list[int] = []
+    outer = Gate("outer")
+    root = await rt.start(
+        Agent("root", ScriptedModel([tool_call("outer"), "r"]), tools=[outer.tool()]), "go"
+    )
+    await asyncio.wait_for(outer.entered.wait(), 60)
+    middle, grandchild, hold = await _completed_child(rt, asked, above=root)
+    assert (await root.cancel("stop", actor=OPERATOR)).accepted
+    await asyncio.wait_for(
+        waiter.event("steering.accepted", run_id=middle.run_id, kind=SteeringKind.CANCEL), 60
+    )
+    message = await grandchild.steer(
+        "one more thing", actor=OPERATOR, delivery=SteeringDelivery.END_OF_TURN
+    )
+    failed = await asyncio.wait_for(
+        waiter.event("steering.failed", correlation_id=message.correlation_id), 60
+    )
+    assert failed.reason == "target finished before delivery" and asked == [1]
+    hold.open()
+    outer.open()
+    assert (await asyncio.wait_for(root.result(), 60)).status is RunStatus.CANCELLED
+    assert (await asyncio.wait_for(middle.result(), 60)).status is RunStatus.CANCELLED
+    assert grandchild.status is RunStatus.COMPLETED and asked == [1]
+    recorder.assert_every_command_terminal()

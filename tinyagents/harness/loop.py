@@ -1666,13 +1666,17 @@ class AgentRun(RunDriver):
         """An END_OF_TURN message after the run completed gives the agent another turn, if
         its budget has a model call left for it: a turn its budget would refuse before any
         request turned the completed answer into ``limit_exceeded`` for a message the model
-        never saw; the message fails like any late command instead. Below a run its operator
-        paused, the turn is held by that pause (``join_holds_above``) before it starts."""
+        never saw; the message fails like any late command instead. So it does below a run
+        being cancelled, or that ended cancelled (``_cancelled_above``): that cancel passed
+        over the run, completed then, and the turn was work below it that nobody stopped.
+        Below a run its operator paused, the turn is held by that pause
+        (``join_holds_above``) before it starts."""
         if (
             cmd.delivery is SteeringDelivery.END_OF_TURN
             and cmd.kind in MESSAGE_KINDS
             and self.handle.status is RunStatus.COMPLETED
             and model_call_left(self.info, self.runtime.runs.tree)
+            and not _cancelled_above(self.runtime, self.info)
         ):
             self.handle.reopen()
             # Its run.started said whose run this is; a trace or a log that closed the run at
@@ -2320,6 +2324,30 @@ def _join_a_cancelled_parent(runtime: RunHost, handle: RunHandle, run: AgentRun)
         parent_run._send_cancels([handle], reason, immediate=immediate),
         name=f"cancel-late-child-{handle.run_id}",
     )
+
+
+def _cancelled_above(runtime: RunHost, info: RunInfo) -> bool:
+    """Whether a run above ``info``'s is being cancelled (its cancel passed down or applied,
+    or itself marked by a cancel from further up) or ended ``cancelled``: a cancel reaches
+    every run below it, so none of them is given another turn."""
+    runs = runtime.runs
+    above = info.parent_run_id
+    while above is not None:
+        handle = runs.get(above)
+        if handle is None:  # forgotten: what it was is not known here any more
+            return False
+        run = handle.driver
+        if (
+            handle.cancelling
+            or handle.status is RunStatus.CANCELLED
+            or (
+                isinstance(run, AgentRun)
+                and (run.passed_down is not None or run.stopped_by is not None)
+            )
+        ):
+            return True
+        above = handle.info.parent_run_id
+    return False
 
 
 def cancel_run_task(handle: RunHandle, why: str) -> None:
