@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 import json
 import pkgutil
 import subprocess
@@ -379,9 +380,9 @@ def test_importing_the_package_generates_no_event_init() -> None:
     """An event class's ``__init__`` (some twenty keyword parameters, one ``exec`` on CPython
     3.11) is generated with its first instance (``tinyagents._record.record``)."""
     probe = (
-        "import json; from tinyagents.events import EVENT_CLASSES, RunEvent; "
+        "import inspect, json; from tinyagents.events import EVENT_CLASSES, RunEvent; "
         "deferred = lambda: [c.__name__ for c in EVENT_CLASSES "
-        "if c.__init__.__code__.co_varnames[1:3] == ('args', 'kwargs')]; "
+        "if not inspect.isfunction(c.__init__)]; "
         "before = deferred(); RunEvent(type='run.started', run_id='r'); "
         "print(json.dumps([before, deferred()]))"
     )
@@ -451,3 +452,29 @@ def test_a_record_builds_as_its_dataclass_would() -> None:
     for cls in (_Deferred, _DeferredChild, _DeferredFrozen):
         assert cls.__init__.__qualname__ == f"{cls.__qualname__}.__init__"
         assert cls.__init__.__code__.co_varnames[1:3] != ("args", "kwargs")
+
+
+def test_a_record_class_has_its_signature_before_its_first_instance() -> None:
+    """Found: until its first instance ``inspect.signature`` of a record class (and of its
+    ``__init__``) read ``(*args, **kwargs)``, the deferred ``__init__``'s own; an editor, a
+    doc tool or a function that reads a class's parameters saw none. It reads as the
+    ``@dataclass`` of the same declaration's from the class's creation on, the same after."""
+
+    def declare(decorate: Any) -> Any:
+        @decorate(slots=True, kw_only=True, eq=False, repr=False)
+        class Fresh(Record):
+            """A record no one has built yet."""
+
+            a: int
+            items: list[int] = dataclasses.field(default_factory=list)
+            seen: int = dataclasses.field(default=0, init=False)
+
+        return Fresh
+
+    fresh, plain = declare(record), declare(dataclasses.dataclass)
+    expected = inspect.signature(plain)
+    assert str(expected) == "(*, a: 'int', items: 'list[int]' = <factory>) -> None"
+    assert inspect.signature(fresh) == expected
+    assert inspect.signature(fresh.__init__) == inspect.signature(plain.__init__)
+    assert fresh(a=1) == fresh(a=1, items=[])
+    assert inspect.signature(fresh) == expected

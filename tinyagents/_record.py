@@ -17,15 +17,19 @@ compares by identity on purpose) and that the two agree with what ``@dataclass``
 
 The ``__init__`` is one ``exec`` too, and the longest (an event's takes some twenty keyword
 parameters): ``@record`` (``@dataclass`` for type checkers, same arguments) declares the class
-with ``init=False`` and gives it an ``__init__`` that, on the class's first instance, has
-``@dataclass`` generate the real one (on a throwaway subclass: the same fields, defaults,
-``__post_init__``, frozen or slotted), puts it on the class and calls it; later instances call the generated one
-directly. A class never instantiated never pays for it.
+with ``init=False`` and gives it an ``__init__`` (``_DeferredInit``) that, on the class's first
+instance, has ``@dataclass`` generate the real one (on a throwaway subclass: the same fields,
+defaults, ``__post_init__``, frozen or slotted), puts it on the class and calls it; later
+instances call the generated one directly. A class never instantiated never pays for it.
+``inspect.signature`` of the class reads the generated one's from the class's creation on
+(reading it generates it).
 """
 
 from __future__ import annotations
 
+import inspect
 import reprlib
+import types
 from dataclasses import dataclass, field, fields
 from typing import Any, dataclass_transform
 
@@ -40,21 +44,42 @@ def record(cls: type | None = None, /, **params: Any) -> Any:
     def wrap(cls: type) -> Any:
         made: Any = dataclass(cls, init=False, **params)  # a new class when slots=True
         if deferred and "__init__" not in vars(cls):
-            made.__init__ = _deferred_init(made)
+            made.__init__ = _DeferredInit(made)
         return made
 
     return wrap if cls is None else wrap(cls)
 
 
-def _deferred_init(cls: type) -> Any:
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        init = _generated_init(cls)
-        setattr(cls, "__init__", init)  # noqa: B010  # what later instances call
-        init(self, *args, **kwargs)
+class _DeferredInit:
+    """A record class's ``__init__`` until its first instance: it has ``@dataclass`` generate
+    the real one (``_generated_init``), puts it on the class and calls it. Its signature is
+    the generated one's (``inspect.signature`` of the class or of its ``__init__``), which
+    reading it generates: a class no one builds or reads the signature of never pays for it."""
 
-    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
-    __init__.__module__ = cls.__module__
-    return __init__
+    def __init__(self, cls: type) -> None:
+        self._cls = cls
+        self._init: Any = None
+        # named as the generated function is (and, as it, with no docstring)
+        self.__name__ = "__init__"
+        self.__qualname__ = f"{cls.__qualname__}.__init__"
+        self.__module__ = cls.__module__
+        self.__doc__ = None
+
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        return self if instance is None else types.MethodType(self, instance)
+
+    def __call__(self, instance: object, /, *args: Any, **kwargs: Any) -> None:
+        self._generated()(instance, *args, **kwargs)
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        return inspect.signature(self._generated())
+
+    def _generated(self) -> Any:
+        if self._init is None:
+            self._init = _generated_init(self._cls)
+            setattr(self._cls, "__init__", self._init)  # noqa: B010  # what later instances call
+        return self._init
 
 
 def _generated_init(cls: type) -> Any:
