@@ -33,7 +33,13 @@ from tinyagents.harness.model import (
     Usage,
 )
 from tinyagents.harness.orchestrator import orchestrator_tools
-from tinyagents.harness.output import NativeOutput, PromptedOutput, TextOutput, ToolOutput
+from tinyagents.harness.output import (
+    NativeOutput,
+    PromptedOutput,
+    StructuredDict,
+    TextOutput,
+    ToolOutput,
+)
 from tinyagents.harness.render import SteeringRenderer
 from tinyagents.harness.subagent import SubAgent, SubAgentSession, SubAgentTool
 from tinyagents.harness.tools import FunctionTool, Tool, ToolResult, tool
@@ -55,6 +61,7 @@ __all__ = [
     "RunContext",
     "SteeringRenderer",
     "StreamChunk",
+    "StructuredDict",
     "SubAgent",
     "SubAgentSession",
     "SubAgentTool",

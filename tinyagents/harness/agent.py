@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
 
 from pydantic import BaseModel, PydanticUserError
 
@@ -59,8 +59,10 @@ class Agent:
     ``output_retries`` (default 1, as pydantic-ai's) is how many times a final answer may be
     sent back per prompt: output that does not validate, or an ``@agent.output_validator``
     raising ``ModelRetry``. ``@agent.system_prompt`` adds a system prompt function.
-    ``retries`` caps the failed calls in a row of each tool without a cap of its own
-    (``Tool(retries=...)``); None, the default, is no cap.
+    ``retries`` is pydantic-ai's ``Agent(retries=...)``: an int caps the failed calls in a
+    row of each tool without a cap of its own (``Tool(retries=...)``) and is the output budget
+    too, unless ``output_retries`` is given; a dict ``{"tools": ..., "output": ...}`` (its
+    ``AgentRetries``) sets the budgets it names. A tool's cap defaults to None: no cap.
     """
 
     def __init__(
@@ -78,8 +80,8 @@ class Agent:
         unknown_tools: Literal["error_result", "fail"] = "error_result",
         supervisor: Any = None,
         output_type: Any = None,
-        output_retries: int = 1,
-        retries: int | None = None,
+        output_retries: int | None = None,
+        retries: int | Mapping[str, int] | None = None,
     ) -> None:
         if not name:
             raise ConfigurationError("an Agent needs a non-empty name")
@@ -116,8 +118,7 @@ class Agent:
         for member in (output_type, *(t.model for t in output_tools.values())):
             if member is not None:
                 _check_output_schema(name, member)
-        _check_retries(name, "output_retries", output_retries)
-        check_retries(f"agent {name!r}", retries)
+        retries, output_retries = _budgets(name, retries, output_retries)
         if renderer is not None and not callable(getattr(renderer, "render", None)):
             raise ConfigurationError(
                 f"agent {name!r}: renderer must be a SteeringRenderer, got "
@@ -308,6 +309,38 @@ def _check_output_schema(name: str, output_type: type[BaseModel]) -> None:
             f"response_format ({str(exc).splitlines()[0]}); give its fields JSON types, and "
             "defaults and choices JSON can hold"
         ) from exc
+
+
+def _budgets(agent: str, retries: object, output_retries: object) -> tuple[int | None, int]:
+    """The tools' cap and the output budget of ``Agent(retries=..., output_retries=...)``, as
+    pydantic-ai resolves its ``retries: int | AgentRetries``: an int is both (an explicit
+    ``output_retries`` wins for the output), a dict each budget it names; the output budget
+    defaults to 1, the tools' cap to None (no cap; pydantic-ai's is 1)."""
+    if output_retries is not None:
+        _check_retries(agent, "output_retries", output_retries)
+    if not isinstance(retries, Mapping):
+        check_retries(f"agent {agent!r}", retries)
+        cap = cast("int | None", retries)
+        given = cast("int | None", output_retries) if output_retries is not None else cap
+        return cap, 1 if given is None else given
+    unknown = sorted(str(key) for key in retries if key not in ("tools", "output"))
+    if unknown:
+        raise ConfigurationError(
+            f"agent {agent!r}: retries takes an int or a dict of 'tools' and 'output' "
+            f"budgets, got keys {unknown}"
+        )
+    tools, output = retries.get("tools"), retries.get("output")
+    if tools is not None:
+        _check_retries(agent, "retries['tools']", tools)
+    if output is not None:
+        _check_retries(agent, "retries['output']", output)
+        if output_retries is not None:
+            raise ConfigurationError(
+                f"agent {agent!r}: give the output budget once, as output_retries= or as "
+                f"retries={{'output': ...}}, got both ({output_retries} and {output})"
+            )
+    given = cast("int | None", output_retries if output is None else output)
+    return cast("int | None", tools), 1 if given is None else given
 
 
 def _check_retries(agent: str, name: str, value: object) -> None:

@@ -20,7 +20,8 @@ an object, read as the type (or as a string of its JSON) and unwrapped; as ``out
 it is that object's ``response_format``, in a union a member named by its type (``int``),
 beside text or as a ``ToolOutput`` an output tool whose arguments are that object. A
 dataclass or TypedDict is read as pydantic-ai reads a model-like type (``ObjectOutput``): its
-own object schema, unwrapped. ``None`` in a union (``str | None``) is pydantic-ai's
+own object schema, unwrapped, and so is a ``StructuredDict`` (a JSON schema of its own, read
+as a ``dict``). ``None`` in a union (``str | None``) is pydantic-ai's
 ``allows_none`` (``OutputSpec.allows_none``): an empty answer is the output None and, where
 the output is structured, ``NoneType`` is a wrapped member of its own.
 
@@ -50,6 +51,8 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import (
     BaseModel,
     ConfigDict,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
     TypeAdapter,
     ValidationError,
     ValidatorFunctionWrapHandler,
@@ -58,6 +61,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.json_schema import models_json_schema
+from pydantic_core import core_schema
 from typing_extensions import is_typeddict
 
 from tinyagents._record import Record, record
@@ -72,6 +76,7 @@ __all__ = [
     "OutputTool",
     "PromptedOutput",
     "ResponseOutput",
+    "StructuredDict",
     "TextOutput",
     "ToolOutput",
     "UnionOutput",
@@ -194,6 +199,108 @@ def unwrapped(value: Any) -> Any:
     if isinstance(value, (UnionOutput, ResponseOutput, ObjectOutput)):
         return value.output()
     return value
+
+
+def StructuredDict(
+    json_schema: dict[str, Any], name: str | None = None, description: str | None = None
+) -> type[dict[str, Any]]:
+    """pydantic-ai's ``StructuredDict``: a ``dict`` type described by ``json_schema`` (an
+    object's), for ``Agent(output_type=...)`` or a ``ToolOutput``. Its schema is what the
+    model is sent (titled ``name``, else its own ``title``; described by ``description``,
+    else its own), ``$defs`` inlined; the answer is read as a ``dict[str, Any]`` (the schema
+    is not checked against it, as pydantic-ai checks it not). ``ConfigurationError`` for a
+    schema that is no object's, or whose ``$ref`` s recurse (pydantic-ai's ``UserError``)."""
+    if not isinstance(json_schema, dict):
+        raise ConfigurationError(
+            f"StructuredDict takes a JSON schema (a dict), got {kind_of(json_schema)}"
+        )
+    for option, value in (("name", name), ("description", description)):
+        if value is not None and not isinstance(value, str):
+            raise ConfigurationError(
+                f"StructuredDict's {option} must be text, got {type(value).__name__}"
+            )
+    schema = _object_schema(json_schema)
+    if "$defs" in schema:
+        schema = _inlined(schema)
+    if name:
+        schema["title"] = name
+    if description:
+        schema["description"] = description
+    title = schema.get("title")
+
+    class _StructuredDict(dict[str, Any]):
+        @classmethod
+        def __get_pydantic_core_schema__(
+            cls, source: Any, handler: GetCoreSchemaHandler
+        ) -> core_schema.CoreSchema:
+            return core_schema.dict_schema(
+                keys_schema=core_schema.str_schema(), values_schema=core_schema.any_schema()
+            )
+
+        @classmethod
+        def __get_pydantic_json_schema__(
+            cls, core: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+        ) -> dict[str, Any]:
+            return copy.deepcopy(schema)
+
+    _StructuredDict.__name__ = title if isinstance(title, str) and title else "StructuredDict"
+    _StructuredDict.__qualname__ = _StructuredDict.__name__
+    _StructuredDict.__structured_schema__ = schema  # type: ignore[attr-defined]
+    return _StructuredDict
+
+
+def _object_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``schema`` if it is an object's, or the object a top-level ``$ref`` names
+    that holds no ``$ref`` of its own (pydantic-ai's ``check_object_json_schema``)."""
+    schema = copy.deepcopy(schema)
+    if schema.get("type") == "object":
+        return schema
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        defs = schema.get("$defs")
+        target = defs.get(ref.removeprefix("#/$defs/")) if isinstance(defs, dict) else None
+        if (
+            ref.startswith("#/$defs/")
+            and isinstance(target, dict)
+            and target.get("type") == "object"
+            and '"$ref"' not in json.dumps(target)
+        ):
+            return target
+        return schema
+    raise ConfigurationError(
+        f"StructuredDict's schema must be an object's ({{'type': 'object', ...}}), got "
+        f"type {schema.get('type')!r}"
+    )
+
+
+def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with each ``$ref`` to its ``$defs`` replaced by the definition, and no
+    ``$defs`` (pydantic-ai's ``InlineDefsJsonSchemaTransformer``): pydantic cannot send a
+    ``$defs`` of a type's own schema. A ``$ref`` that recurses (or names no definition)
+    cannot be inlined: ``ConfigurationError``, as pydantic-ai's ``UserError``."""
+    defs = schema.get("$defs")
+    defs = defs if isinstance(defs, dict) else {}
+
+    def walk(node: Any, seen: frozenset[str]) -> Any:
+        if isinstance(node, list):
+            return [walk(item, seen) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            key = ref.removeprefix("#/$defs/")
+            if not ref.startswith("#/$defs/") or key in seen or key not in defs:
+                raise ConfigurationError(
+                    "StructuredDict does not support recursive $refs and $defs (nor a $ref "
+                    f"to no definition of its $defs), got $ref {ref!r}; as pydantic-ai, "
+                    "see https://github.com/pydantic/pydantic/issues/12145"
+                )
+            rest = {k: walk(v, seen) for k, v in node.items() if k != "$ref"}
+            return {**walk(defs[key], seen | {key}), **rest}
+        return {k: walk(v, seen) for k, v in node.items() if k != "$defs"}
+
+    inlined: dict[str, Any] = walk(schema, frozenset())
+    return inlined
 
 
 @record(init=False, slots=True, eq=False, repr=False)
@@ -705,10 +812,12 @@ def _as_model(agent: str, output_type: object) -> type[BaseModel] | None:
 
 
 def _object(agent: str, output_type: object) -> type[BaseModel] | None:
-    """A dataclass or TypedDict as its ``ObjectOutput`` (None for any other type), as
+    """A dataclass, TypedDict or ``StructuredDict`` as its ``ObjectOutput`` (None for any other type), as
     pydantic-ai reads a model-like type: unwrapped, its own object schema."""
     if not isinstance(output_type, type) or not (
-        dataclasses.is_dataclass(output_type) or is_typeddict(output_type)
+        dataclasses.is_dataclass(output_type)
+        or is_typeddict(output_type)
+        or hasattr(output_type, "__structured_schema__")
     ):
         return None
     name = output_type.__name__

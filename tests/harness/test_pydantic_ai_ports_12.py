@@ -1,0 +1,351 @@
+"""pydantic-ai's per-tool count of an output tool's retries beside empty answers, its
+``StructuredDict`` output type, its ``Agent(retries=...)`` budgets, and more of its agent
+tests, ported (a twelfth batch; see test_pydantic_ai_ports.py to _11).
+
+Each test names the pydantic-ai test it ports (pydantic/pydantic-ai, ``tests/test_agent.py``
+unless said otherwise). Where we behave differently on purpose, the test says why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, TypeAdapter
+
+from tinyagents import Agent, ModelRetry, RunContext, RunStatus, StructuredDict, ToolOutput
+from tinyagents.errors import ConfigurationError
+from tinyagents.harness import ModelResponse
+from tinyagents.testkit import FunctionModel, ScriptedModel, tool_call
+
+
+class Foo(BaseModel):
+    a: int
+    b: str
+
+
+# --- an output tool's own retries do not count empty answers (pydantic-ai's retries[name]) ---
+
+
+async def test_an_output_functions_retry_does_not_count_empty_answers() -> None:
+    # pydantic-ai: an empty answer spends output_retries_used (consume_output_retry); an
+    # output tool's own count, retries[name], which its output function sees in ctx.retry
+    # and which ends the run past the tool's max_retries, counts only its own calls sent
+    # back. Output validators see output_retries_used (the empty answer counted).
+    function_retries: list[int] = []
+    validator_retries: list[int] = []
+
+    def get_weather(ctx: RunContext, city: str) -> str:
+        function_retries.append(ctx.retry)
+        if ctx.retry == 0:
+            raise ModelRetry("again")
+        return f"Weather in {city}"
+
+    model = ScriptedModel(
+        [
+            ModelResponse(text=""),
+            tool_call("final_result", city="Paris"),
+            tool_call("final_result", city="Paris"),
+        ]
+    )
+    agent = Agent("a", model, output_type=get_weather, output_retries=2)
+
+    @agent.output_validator
+    def validate(ctx: RunContext, output: str) -> str:
+        validator_retries.append(ctx.retry)
+        return output
+
+    result = await agent.run("Hello")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "Weather in Paris"), result.error
+    assert function_retries == [0, 1]
+    # the empty answer and the output function's ModelRetry, both in output_retries_used
+    assert validator_retries == [2]
+
+
+async def test_an_output_tool_call_sent_back_after_an_empty_answer_is_within_its_own_cap() -> None:
+    # pydantic-ai: output_retries=1; the empty answer spends the run's one output retry
+    # (1 <= 1), and the invalid output tool call is checked against the tool's own count
+    # (retries[name] 0 < max_retries 1): asked again, and the third answer is the output.
+    model = ScriptedModel(
+        [
+            ModelResponse(text=""),
+            tool_call("final_result", a="x", b="y"),
+            tool_call("final_result", a=1, b="y"),
+        ]
+    )
+    result = await Agent("a", model, output_type=ToolOutput(Foo)).run("Hello")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, Foo(a=1, b="y")), result.error
+
+
+async def test_an_empty_answer_after_an_output_tool_call_sent_back_spends_the_output_retries() -> (
+    None
+):
+    # the other way round: the output tool call sent back adds to output_retries_used
+    # (_tool_execution's output_retries_increment), so the empty answer after it is past
+    # output_retries=1 (2 > 1): pydantic-ai raises "Exceeded maximum output retries (1)".
+    model = ScriptedModel(
+        [
+            tool_call("final_result", a="x", b="y"),
+            ModelResponse(text=""),
+            tool_call("final_result", a=1, b="y"),
+        ]
+    )
+    result = await Agent("a", model, output_type=ToolOutput(Foo)).run("Hello")
+    assert result.status is RunStatus.FAILED and "ModelResponseError" in (result.error or "")
+    assert len(model.requests) == 2
+
+
+# --- StructuredDict (pydantic-ai's pydantic_ai.output.StructuredDict) ---
+
+PERSON_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+}
+ANIMAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "species": {"type": "string"}},
+    "required": ["name", "species"],
+}
+
+
+async def test_output_type_structured_dict() -> None:
+    # ports test_output_type_structured_dict. pydantic-ai offers a list of output types as
+    # output tools by default; ours sends a union as one response_format (docs/harness.md),
+    # so the output tools are asked for with ToolOutput. Their tools are pydantic-ai's.
+    person = StructuredDict(PERSON_SCHEMA, name="Person", description="A person")
+    animal = StructuredDict(ANIMAL_SCHEMA, name="Animal", description="An animal")
+    model = ScriptedModel([tool_call("final_result_Person", name="John Doe", age=30)])
+    agent = Agent("a", model, output_type=[ToolOutput(person), ToolOutput(animal)])
+    result = await agent.run("Generate a person")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, {"name": "John Doe", "age": 30})
+    assert type(result.output) is dict
+    tools = [(t.name, t.description, t.parameters) for t in model.requests[0].tools]
+    assert tools == [
+        (
+            "final_result_Person",
+            "A person",
+            {
+                "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+                "required": ["name", "age"],
+                "title": "Person",
+                "type": "object",
+            },
+        ),
+        (
+            "final_result_Animal",
+            "An animal",
+            {
+                "properties": {"name": {"type": "string"}, "species": {"type": "string"}},
+                "required": ["name", "species"],
+                "title": "Animal",
+                "type": "object",
+            },
+        ),
+    ]
+
+
+async def test_structured_dict_as_the_output_type_is_the_response_format() -> None:
+    # our default structured output (pydantic-ai's NativeOutput): its schema, as given and
+    # titled, is the response_format; the answer's object is the output, as a dict.
+    person = StructuredDict(PERSON_SCHEMA, name="Person")
+    model = ScriptedModel(['{"name": "Ann", "age": 41}'])
+    result = await Agent("a", model, output_type=person).run("Generate a person")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, {"name": "Ann", "age": 41})
+    sent = model.requests[0].response_format
+    assert isinstance(sent, type) and sent.model_json_schema() == {
+        **PERSON_SCHEMA,
+        "title": "Person",
+    }
+
+
+async def test_structured_dict_reads_any_object_as_pydantic_ai_does() -> None:
+    # pydantic-ai reads a StructuredDict's answer as dict[str, Any]: the schema is what the
+    # model is told, not checked (a missing "age" is taken); an answer that is no object is
+    # sent back.
+    person = StructuredDict(PERSON_SCHEMA)
+    model = ScriptedModel(
+        [tool_call("final_result", response=[1]), tool_call("final_result", name="Ann")]
+    )
+    # a ToolOutput's arguments are the object itself: a list under "response" is still a dict
+    result = await Agent("a", model, output_type=ToolOutput(person)).run("Hello")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, {"response": [1]})
+    model = ScriptedModel(["[1, 2]", '{"name": "Ann"}'])
+    result = await Agent("a", model, output_type=person).run("Hello")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, {"name": "Ann"}), result.error
+    assert len(model.requests) == 2
+
+
+async def test_output_type_structured_dict_nested() -> None:
+    # ports test_output_type_structured_dict_nested: $defs are inlined into the tool's schema
+    car = StructuredDict(
+        {
+            "$defs": {
+                "Tire": {
+                    "type": "object",
+                    "properties": {"brand": {"type": "string"}, "size": {"type": "integer"}},
+                    "required": ["brand", "size"],
+                }
+            },
+            "type": "object",
+            "properties": {
+                "make": {"type": "string"},
+                "model": {"type": "string"},
+                "tires": {"type": "array", "items": {"$ref": "#/$defs/Tire"}},
+            },
+            "required": ["make", "model", "tires"],
+        },
+        name="Car",
+        description="A car with tires",
+    )
+    args = {"make": "Toyota", "model": "Camry", "tires": [{"brand": "Michelin", "size": 17}]}
+    model = ScriptedModel([tool_call("final_result", **args)])
+    result = await Agent("a", model, output_type=ToolOutput(car)).run("Generate a car")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, args)
+    (spec,) = model.requests[0].tools
+    assert spec.parameters == {
+        "properties": {
+            "make": {"type": "string"},
+            "model": {"type": "string"},
+            "tires": {
+                "items": {
+                    "properties": {"brand": {"type": "string"}, "size": {"type": "integer"}},
+                    "required": ["brand", "size"],
+                    "type": "object",
+                },
+                "type": "array",
+            },
+        },
+        "required": ["make", "model", "tires"],
+        "title": "Car",
+        "type": "object",
+    }
+    assert spec.description == "A car with tires"
+
+
+def test_structured_dict_recursive_refs() -> None:
+    # ports test_structured_dict_recursive_refs: pydantic-ai's UserError, our
+    # ConfigurationError
+    class Node(BaseModel):
+        nodes: list[Node] | dict[str, Node]
+
+    with pytest.raises(ConfigurationError, match=r"does not support recursive \$refs"):
+        StructuredDict(Node.model_json_schema())
+
+
+def test_structured_dict_takes_an_object_schema_only() -> None:
+    # pydantic-ai's check_object_json_schema: "Schema must be an object"; a top-level $ref to
+    # an object in $defs is that object.
+    with pytest.raises(ConfigurationError, match="must be an object's"):
+        StructuredDict({"type": "array", "items": {"type": "string"}})
+    with pytest.raises(ConfigurationError, match="JSON schema"):
+        StructuredDict("not a schema")  # type: ignore[arg-type]
+    referred = StructuredDict({"$defs": {"P": PERSON_SCHEMA}, "$ref": "#/$defs/P"})
+    assert TypeAdapter(referred).json_schema() == PERSON_SCHEMA
+    assert referred.__name__ == "StructuredDict"
+
+
+def test_structured_dict_takes_its_name_and_description_from_its_schema() -> None:
+    # pydantic-ai: "If not provided, the title (description) field of the JSON schema will be
+    # used": a union of two named by their titles.
+    person = StructuredDict({**PERSON_SCHEMA, "title": "Person", "description": "Someone"})
+    animal = StructuredDict(ANIMAL_SCHEMA, name="Animal")
+    agent = Agent(
+        "a", ScriptedModel(["x"]), output_type=[ToolOutput(person), ToolOutput(animal), str]
+    )
+    assert [(t.name, t.description) for t in agent.output_tools.values()] == [
+        ("final_result_Person", "Someone"),
+        ("final_result_Animal", "Animal: The final response which ends this conversation"),
+    ]
+
+
+# --- Agent(retries=...): pydantic-ai's AgentRetries, an int or {"tools": ..., "output": ...} ---
+
+
+def _always_sent_back(agent: Agent) -> list[int]:
+    seen: list[int] = []
+
+    @agent.output_validator
+    def always_retry(ctx: RunContext, output: Any) -> Any:
+        seen.append(ctx.retry)
+        raise ModelRetry(f"retry {ctx.retry}")
+
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("retries", "budget"),
+    [
+        (5, 5),  # int-retries-sets-both
+        ({"tools": 5}, 1),  # dict-tools-only-keeps-output-default
+        ({"tools": 3, "output": 5}, 5),  # dict-sets-both-independently
+        ({"output": 2}, 2),
+    ],
+)
+async def test_output_retry_budget_resolution(retries: Any, budget: int) -> None:
+    # ports test_output_retry_budget_resolution's Agent(retries=...) cases (the run-level,
+    # override and spec ones: docs/harness.md, not offered): an int sets the output budget
+    # too, a dict each budget it names. Ours took retries= for the tools alone (an int; a
+    # dict was refused), the output budget staying output_retries=1.
+    model = FunctionModel(lambda request: tool_call("final_result", a=1, b="foo"))
+    agent = Agent("a", model, output_type=ToolOutput(Foo), retries=retries)
+    seen = _always_sent_back(agent)
+    result = await agent.run("Hello")
+    assert result.status is RunStatus.FAILED and "ModelResponseError" in (result.error or "")
+    assert seen == list(range(budget + 1))
+    assert agent.output_retries == budget
+
+
+@pytest.mark.parametrize(
+    ("retries", "cap"),
+    [
+        (None, None),
+        (5, 5),
+        ({"tools": 5}, 5),
+        ({"output": 5}, None),
+        ({"tools": 5, "output": 3}, 5),
+    ],
+)
+def test_agent_init_retries(retries: Any, cap: int | None) -> None:
+    # ports test_agent_init_retries: the retries: int | AgentRetries API takes shared and
+    # per-category budgets. A tool's cap stays None (no cap) when none is given (our default,
+    # test_pydantic_ai_ports.py::test_retries_per_tool_have_no_cap; pydantic-ai's is 1).
+    agent = Agent("a", ScriptedModel(["x"]), retries=retries)
+    assert agent.retries == cap
+
+
+async def test_a_dict_of_retries_caps_the_tools() -> None:
+    # ports test_tool_retry_budget_resolution with retries={"tools": 1}
+    calls: list[int] = []
+
+    def flaky(ctx: RunContext) -> str:
+        """Fails."""
+        calls.append(ctx.retry)
+        raise ModelRetry("again")
+
+    model = FunctionModel(lambda request: tool_call("flaky"))
+    result = await Agent("a", model, tools=[flaky], retries={"tools": 1}).run("Hello")
+    assert result.status is RunStatus.FAILED and "exceeded max retries count of 1" in (
+        result.error or ""
+    )
+    assert calls == [0, 1]
+
+
+def test_an_explicit_output_retries_beside_retries() -> None:
+    # output_retries= (ours, pydantic-ai's before its AgentRetries) wins over an int's
+    # shorthand; beside a dict naming "output" too it is a contradiction, refused.
+    agent = Agent("a", ScriptedModel(["x"]), retries=5, output_retries=2)
+    assert (agent.retries, agent.output_retries) == (5, 2)
+    with pytest.raises(ConfigurationError, match="output_retries"):
+        Agent("a", ScriptedModel(["x"]), retries={"output": 3}, output_retries=2)
+
+
+@pytest.mark.parametrize(
+    "retries", [-1, {"tools": -1}, {"output": -1}, {"tool": 1}, {"output": True}, "1", [1]]
+)
+def test_negative_or_unknown_retries_are_refused(retries: Any) -> None:
+    # ports test_negative_tool_retries_raises_immediately with AgentRetries: pydantic-ai's
+    # UserError when the agent is made, ours ConfigurationError; a key it has no budget of
+    # (a typo) is refused too (pydantic-ai's TypedDict would leave it unread).
+    with pytest.raises(ConfigurationError, match="retries"):
+        Agent("a", ScriptedModel(["x"]), retries=retries)
