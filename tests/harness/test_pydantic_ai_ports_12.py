@@ -508,3 +508,55 @@ async def test_unknown_tool_per_tool_retries_exceeded() -> None:
     result = await agent.run("Hello")
     assert result.status is RunStatus.FAILED and "foobar" in (result.error or "")
     assert len(model.requests) == 1
+
+
+# --- tests/test_streaming.py and tests/test_usage_limits.py ---
+
+
+class OutputType(BaseModel):
+    value: str
+
+
+async def test_output_tool_event_history_has_no_dangling_call() -> None:
+    # ports tests/test_streaming.py::test_output_tool_event_history_has_no_dangling_call:
+    # every output tool call seen in the run's events has its result there, under the ids of
+    # the transcript's calls and results.
+    model = ScriptedModel([tool_call("final_result", value="hello")], stream=True)
+    agent = Agent("a", model, output_type=ToolOutput(OutputType))
+    events = [event async for event in agent.run_stream("test")]
+    called = {e.tool_call_id for e in events if e.type == "tool.call"}
+    returned = {e.tool_call_id for e in events if e.type == "tool.result"}
+    assert called == returned and len(called) == 1 and None not in called
+    assert events[-1].type == "run.completed"
+    # the transcript of the same run, not streamed: one call, answered once
+    model = ScriptedModel([tool_call("final_result", value="hello")])
+    result = await Agent("a", model, output_type=ToolOutput(OutputType)).run("test")
+    calls = [c.id for m in result.messages for c in m.tool_calls]
+    answered = [m.tool_call_id for m in result.messages if m.role == "tool"]
+    assert answered == calls and len(calls) == 1
+
+
+async def test_output_function_model_retry_in_stream() -> None:
+    # ports tests/test_streaming.py::test_output_function_model_retry_in_stream: a streamed
+    # output function's ModelRetry with retries={"output": 0} ends the run with the model's
+    # error, its message quoted (pydantic-ai: UnexpectedModelBehavior caused by ModelRetry).
+    def reject(value: str) -> str:
+        raise ModelRetry("please try again")
+
+    model = ScriptedModel([tool_call("final_result", value="anything")], stream=True)
+    agent = Agent(
+        "a", model, output_type=ToolOutput(reject, name="final_result"), retries={"output": 0}
+    )
+    result = await agent.run("test")
+    assert result.status is RunStatus.FAILED and "ModelResponseError" in (result.error or "")
+    assert "please try again" in (result.error or "")
+    assert len(model.requests) == 1
+
+
+def test_per_request_input_tokens_limit_is_not_offered() -> None:
+    # tests/test_usage_limits.py::test_per_request_input_tokens_limit_post_response and
+    # test_usage_so_far: pydantic-ai's UsageLimits(per_request_input_tokens_limit=...) (one
+    # request's input) and run(usage=...) (usage to start from) are not offered
+    # (docs/harness.md, "Limits"): RunLimits refuses the name, as any it does not take.
+    with pytest.raises(ConfigurationError, match="per_request_input_tokens"):
+        RunLimits(per_request_input_tokens=5)  # type: ignore[call-arg]
