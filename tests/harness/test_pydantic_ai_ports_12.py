@@ -8,6 +8,7 @@ unless said otherwise). Where we behave differently on purpose, the test says wh
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from tinyagents import (
     RunStatus,
     StructuredDict,
     ToolOutput,
+    tool,
 )
 from tinyagents.errors import ConfigurationError
 from tinyagents.harness import ModelResponse
@@ -560,3 +562,54 @@ def test_per_request_input_tokens_limit_is_not_offered() -> None:
     # (docs/harness.md, "Limits"): RunLimits refuses the name, as any it does not take.
     with pytest.raises(ConfigurationError, match="per_request_input_tokens"):
         RunLimits(per_request_input_tokens=5)  # type: ignore[call-arg]
+
+
+# --- tests/test_tools.py: tool timeouts ---
+
+
+async def test_tool_timeout_exceeds_retry_limit() -> None:
+    # ports tests/test_tools.py::test_tool_timeout_exceeds_retry_limit: a tool that always
+    # times out, with retries={"tools": 1}: the second timeout ends the run ("exceeded max
+    # retries")
+    @tool(timeout_s=0.05)
+    async def always_slow_tool() -> str:
+        """Always slow."""
+        await asyncio.Event().wait()
+        return "done"
+
+    model = FunctionModel(lambda request: tool_call("always_slow_tool"))
+    agent = Agent("a", model, tools=[always_slow_tool], retries={"tools": 1, "output": 1})
+    result = await agent.run("call always_slow_tool")
+    assert result.status is RunStatus.FAILED and "exceeded max retries" in (result.error or "")
+    assert len(model.requests) == 2
+
+
+async def test_agent_level_tool_timeout() -> None:
+    # ports tests/test_tools.py::test_agent_level_tool_timeout and
+    # test_per_tool_timeout_overrides_agent_timeout: pydantic-ai's Agent(tool_timeout=...) is
+    # our RunLimits(tool_timeout_s=...), for every tool of the run; a tool's own smaller
+    # timeout wins (ours: the smaller of the two, either way).
+    @tool
+    async def slow_tool() -> str:
+        """Slow."""
+        await asyncio.Event().wait()
+        return "done"
+
+    @tool(timeout_s=0.1)
+    async def fast_timeout_tool() -> str:
+        """Times out fast."""
+        await asyncio.Event().wait()
+        return "done"
+
+    for name, limit in (("slow_tool", 0.1), ("fast_timeout_tool", 10.0)):
+        model = ScriptedModel([tool_call(name), "done"])
+        agent = Agent(
+            "a",
+            model,
+            tools=[slow_tool, fast_timeout_tool],
+            limits=RunLimits(tool_timeout_s=limit),
+        )
+        result = await agent.run(f"call {name}")
+        assert (result.status, result.output) == (RunStatus.COMPLETED, "done"), result.error
+        (sent,) = [m.content for m in model.requests[1].messages if m.role == "tool"]
+        assert "timed out" in sent and "0.1" in sent, sent
