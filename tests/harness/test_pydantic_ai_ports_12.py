@@ -9,6 +9,7 @@ unless said otherwise). Where we behave differently on purpose, the test says wh
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
@@ -613,3 +614,54 @@ async def test_agent_level_tool_timeout() -> None:
         assert (result.status, result.output) == (RunStatus.COMPLETED, "done"), result.error
         (sent,) = [m.content for m in model.requests[1].messages if m.role == "tool"]
         assert "timed out" in sent and "0.1" in sent, sent
+
+
+# --- a union's members that are dataclasses, TypedDicts or StructuredDicts ---
+
+
+@dataclasses.dataclass
+class Point:
+    """A point."""
+
+    x: int
+    label: Label
+
+
+@dataclasses.dataclass
+class Label:
+    text: str
+
+
+async def test_a_union_of_object_types_sends_each_members_own_schema() -> None:
+    # pydantic-ai's UnionOutputProcessor puts each member's own object schema under its kind.
+    # Ours sent a dataclass's (a TypedDict's, a StructuredDict's) as the envelope class it is
+    # read through ({"properties": {"root": {"title": "Root"}}, ...}), so a model writing
+    # what it was sent ({"root": ...}) was refused, and one writing the member's fields was
+    # answering a schema it never saw.
+    person = StructuredDict(PERSON_SCHEMA, name="Person", description="A person")
+    answer = '{"result": {"kind": "Point", "data": {"x": 1, "label": {"text": "a"}}}}'
+    model = ScriptedModel([answer])
+    result = await Agent("a", model, output_type=[Point, person, Foo]).run("x")
+    assert result.output == Point(x=1, label=Label(text="a")), result.error
+    sent = model.requests[0].response_format.model_json_schema()
+    kinds = {c["title"]: c for c in sent["properties"]["result"]["anyOf"]}
+    assert list(kinds) == ["Point", "Person", "Foo"]
+    defs = sent["$defs"]
+
+    def member(kind: str) -> dict[str, Any]:
+        ref = kinds[kind]["properties"]["data"]["$ref"]
+        return defs[ref.rsplit("/", 1)[1]]
+
+    assert member("Point")["properties"] == {
+        "x": {"title": "X", "type": "integer"},
+        "label": {"$ref": "#/$defs/Label"},
+    }
+    assert defs["Label"]["properties"] == {"text": {"title": "Text", "type": "string"}}
+    assert member("Person") == {**PERSON_SCHEMA, "title": "Person", "description": "A person"}
+    assert kinds["Person"]["description"] == "A person"
+    assert kinds["Point"]["description"] == "A point."
+    assert member("Foo")["properties"] == Foo.model_json_schema()["properties"]
+    # and the other member, as its schema says
+    model = ScriptedModel(['{"result": {"kind": "Person", "data": {"name": "Ann", "age": 3}}}'])
+    result = await Agent("a", model, output_type=[Point, person, Foo]).run("x")
+    assert result.output == {"name": "Ann", "age": 3}, result.error

@@ -933,11 +933,18 @@ def _union_output(members: list[type[BaseModel]]) -> type[UnionOutput]:
 def _union_schema(keyed: dict[str, type[BaseModel]]) -> dict[str, Any]:
     """The schema sent for a union, as pydantic-ai's ``UnionOutputProcessor`` builds it: each
     member ``{"kind": <const>, "data": <member>}``, titled with its kind and described by its
-    docstring; the members' schemas (and theirs) under one ``$defs``."""
+    docstring; the members' schemas (and theirs) under one ``$defs``: a dataclass's,
+    TypedDict's or ``StructuredDict``'s its own (``ObjectOutput.sent_schema``)."""
     refs, top = models_json_schema(
         [(member, "validation") for member in keyed.values()], ref_template="#/$defs/{model}"
     )
     defs: dict[str, Any] = top.get("$defs", {})
+    for member in keyed.values():
+        if issubclass(member, ObjectOutput):  # its own schema, not the class reading it's
+            own = member.model_json_schema()
+            for name, schema in own.pop("$defs", {}).items():
+                defs.setdefault(name, schema)
+            defs[refs[(member, "validation")]["$ref"].rsplit("/", 1)[1]] = own
     choices = []
     for key, member in keyed.items():
         ref = refs[(member, "validation")]
