@@ -25,9 +25,9 @@ from tinyagents import (
     ToolOutput,
     tool,
 )
-from tinyagents.errors import ConfigurationError
-from tinyagents.harness import ModelResponse
-from tinyagents.testkit import FunctionModel, ScriptedModel, tool_call
+from tinyagents.errors import ConfigurationError, InvalidIdError
+from tinyagents.harness import LiteLLMModel, ModelResponse
+from tinyagents.testkit import FunctionModel, OpenAICompatServer, ScriptedModel, tool_call
 
 
 class Foo(BaseModel):
@@ -665,3 +665,83 @@ async def test_a_union_of_object_types_sends_each_members_own_schema() -> None:
     model = ScriptedModel(['{"result": {"kind": "Person", "data": {"name": "Ann", "age": 3}}}'])
     result = await Agent("a", model, output_type=[Point, person, Foo]).run("x")
     assert result.output == {"name": "Ann", "age": 3}, result.error
+
+
+# --- the litellm path: strict mode only for a schema whose every property is required ---
+
+
+class WithDefault(BaseModel):
+    x: int
+    y: int = 0
+
+
+async def test_a_schema_with_optional_properties_is_sent_as_it_is_not_strict() -> None:
+    # pydantic-ai's OpenAIJsonSchemaTransformer (strict=None): an object with a property it
+    # does not require is not strict-compatible, and is sent strict false as it is. Ours
+    # sent it strict (litellm's conversion made every property required), so the model had to
+    # write the optional ones: a StructuredDict's "age", a model's defaulted "y".
+    person = StructuredDict({**PERSON_SCHEMA, "required": ["name"]}, name="Person")
+    async with OpenAICompatServer(['{"name": "Ann"}', '{"x": 1}']) as server:
+        model = LiteLLMModel("openai/test-model", api_base=server.base_url, api_key="sk-test")
+        first = await Agent("a", model, output_type=person).run("Hello")
+        second = await Agent("a", model, output_type=WithDefault).run("Hello")
+    assert first.output == {"name": "Ann"}, first.error
+    assert second.output == WithDefault(x=1), second.error
+    sent = [r["response_format"]["json_schema"] for r in server.requests]
+    assert [(s["name"], s["strict"]) for s in sent] == [("Person", False), ("WithDefault", False)]
+    assert sent[0]["schema"] == {
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+        "required": ["name"],
+        "title": "Person",
+        "type": "object",
+        "additionalProperties": False,
+    }
+    assert sent[1]["schema"] == {
+        "properties": {"x": {"type": "integer"}, "y": {"default": 0, "type": "integer"}},
+        "required": ["x"],
+        "title": "WithDefault",
+        "type": "object",
+        "additionalProperties": False,
+    }
+    # every property required: strict, as before (test_pydantic_ai_ports_11.py)
+    async with OpenAICompatServer(['{"a": 1, "b": "x"}']) as server:
+        model = LiteLLMModel("openai/test-model", api_base=server.base_url, api_key="sk-test")
+        await Agent("a", model, output_type=Foo).run("Hello")
+    assert server.requests[0]["response_format"]["json_schema"]["strict"] is True
+
+
+# --- run ids ---
+
+
+async def test_agent_run_id_explicit_override() -> None:
+    # ports test_agent_run_id_explicit_override and test_agent_run_id_available_in_run_context:
+    # a run started with run_id= is that run, and its tools' context names it
+    seen: list[str] = []
+
+    def probe(ctx: RunContext) -> str:
+        """Probe."""
+        seen.append(ctx.run_id)
+        return "ok"
+
+    model = ScriptedModel([tool_call("probe"), "explicit"])
+    result = await Agent("a", model, tools=[probe]).run("hi", run_id="run-app-42")
+    assert (result.run_id, result.output) == ("run-app-42", "explicit"), result.error
+    assert seen == ["run-app-42"]
+
+
+async def test_agent_run_id_not_inherited_from_message_history() -> None:
+    # ports test_agent_run_id_not_inherited_from_message_history: a run continuing another's
+    # transcript has an id of its own
+    agent = Agent("a", ScriptedModel(["one", "two"]))
+    first = await agent.run("first turn", run_id="run-first")
+    second = await agent.run("second turn", history=first.messages)
+    assert second.status is RunStatus.COMPLETED and second.run_id != first.run_id
+
+
+async def test_agent_run_id_empty_string_raises() -> None:
+    # ports test_agent_run_id_empty_string_raises: pydantic-ai's UserError ("`run_id` must be
+    # a non-empty string"), ours InvalidIdError (a ValueError); nothing runs
+    model = ScriptedModel(["ok"])
+    with pytest.raises(InvalidIdError, match="run_id must be a non-blank string"):
+        await Agent("a", model).run("hi", run_id="")
+    assert model.requests == []

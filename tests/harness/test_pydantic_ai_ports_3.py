@@ -631,18 +631,21 @@ class Odd(BaseModel):
     """A field named as a schema keyword is a field, not the keyword."""
 
     additionalProperties: int
-    inner: Item | None = None
+    inner: Item | None  # required: a field with a default is sent not strict, as pydantic-ai
 
 
 @pytest.mark.parametrize(
     ("output_type", "answer"),
-    [(Pair, '{"first": "One", "second": "Two"}'), (Odd, '{"additionalProperties": 1}')],
+    [
+        (Pair, '{"first": "One", "second": "Two"}'),
+        (Odd, '{"additionalProperties": 1, "inner": null}'),
+    ],
 )
 async def test_a_schema_strict_mode_can_hold_is_sent_strict(
     output_type: type[BaseModel], answer: str
 ) -> None:
-    # the other half of the same port: a plain model (nested ones too) is sent strict, as
-    # litellm builds it (every field required, no additional properties)
+    # the other half of the same port: a plain model whose every field is required (nested
+    # ones too) is sent strict, as litellm builds it (no additional properties)
     sent = await sent_response_format(output_type, answer)
     assert (sent["name"], sent["strict"]) == (output_type.__name__, True)
     assert sent["schema"]["additionalProperties"] is False

@@ -608,10 +608,11 @@ def _response_format(response_format: object) -> object:
     native output: no ``title`` on a property, the class's docstring as the
     ``json_schema``'s ``description`` rather than the schema's. Unless OpenAI would refuse
     that: a class name that is no function name (a generic model's ``Page[Item]``) is sent
-    with each other character as ``_``, and a schema strict mode cannot hold (an object
-    whose ``additionalProperties`` is not false: a dict field, a model taking extra fields)
-    is sent ``strict: false``, as pydantic-ai sends it. The answer is validated as the class
-    either way."""
+    with each other character as ``_``, and a schema strict mode cannot hold as it is (an
+    object whose ``additionalProperties`` is not false: a dict field, a model taking extra
+    fields; or one with a property it does not require: a field with a default) is sent
+    ``strict: false`` as it is (each object that says nothing of them closed to additional
+    properties), as pydantic-ai sends it. The answer is validated as the class either way."""
     if not (isinstance(response_format, type) and issubclass(response_format, BaseModel)):
         return response_format
     return copy.deepcopy(_json_schema_format(response_format))  # litellm may rewrite it
@@ -629,8 +630,30 @@ def _json_schema_format(model: type[BaseModel]) -> dict[str, Any]:
     description = schema.pop("description", None)
     if description:
         json_schema["description"] = description
-    json_schema["strict"] = _strict_schema(model.model_json_schema())
+    json_schema["strict"] = strict = _strict_schema(model.model_json_schema())
+    if not strict:  # sent as it is: litellm's conversion made every property required
+        original = without_property_titles(model.model_json_schema())
+        original.pop("description", None)
+        json_schema["schema"] = _closed(original)
     return converted
+
+
+def _closed(node: Any) -> Any:
+    """``node`` with ``additionalProperties: false`` on each object that says nothing of it,
+    as pydantic-ai's ``OpenAIJsonSchemaTransformer`` closes them (in place)."""
+    if isinstance(node, list):
+        for item in node:
+            _closed(item)
+    elif isinstance(node, dict):
+        if node.get("type") == "object" and "additionalProperties" not in node:
+            node["additionalProperties"] = False
+        for key, value in node.items():
+            if key in ("properties", "$defs", "definitions") and isinstance(value, dict):
+                for item in value.values():
+                    _closed(item)
+            elif key not in _SCHEMA_DATA_KEYS:
+                _closed(value)
+    return node
 
 
 #: Keys of a JSON schema whose values are data, not schemas.
@@ -638,13 +661,18 @@ _SCHEMA_DATA_KEYS = frozenset({"default", "examples", "const", "enum", "title", 
 
 
 def _strict_schema(node: object) -> bool:
-    """Whether OpenAI's strict mode can hold this JSON schema (node): every object in it must
-    take no additional properties (litellm adds ``false`` where the schema says nothing)."""
+    """Whether OpenAI's strict mode can hold this JSON schema (node) as it is: every object in
+    it must take no additional properties (litellm adds ``false`` where the schema says
+    nothing) and require each of its properties (pydantic-ai's ``is_strict_compatible``:
+    strict mode would make the model write the optional ones)."""
     if isinstance(node, list):
         return all(_strict_schema(item) for item in node)
     if not isinstance(node, dict):
         return True
     if node.get("additionalProperties", False) is not False:
+        return False
+    properties = node.get("properties")
+    if isinstance(properties, dict) and not set(properties) <= set(node.get("required", ())):
         return False
     for key, value in node.items():
         if key in ("properties", "$defs", "definitions"):  # names to schemas
