@@ -745,3 +745,23 @@ async def test_agent_run_id_empty_string_raises() -> None:
     with pytest.raises(InvalidIdError, match="run_id must be a non-blank string"):
         await Agent("a", model).run("hi", run_id="")
     assert model.requests == []
+
+
+PersonDict = StructuredDict(PERSON_SCHEMA, name="Person", description="A person")
+
+
+async def test_a_tool_taking_just_a_structured_dict_is_offered_its_fields() -> None:
+    # pydantic-ai's StructuredDict is model-like (__is_model_like__, read by is_model_like):
+    # a tool whose one argument is one is offered the schema's fields, as for a model, and
+    # gets the dict. Ours offered {"person": {...}}, one argument holding the object.
+    @tool
+    def greet(person: PersonDict) -> str:  # type: ignore[valid-type]
+        """Greet someone."""
+        return f"hi {person['name']} ({person['age']})"
+
+    assert greet.parameters["properties"] == PERSON_SCHEMA["properties"]
+    assert greet.parameters["required"] == ["name", "age"]
+    model = ScriptedModel([tool_call("greet", name="Ann", age=41), "done"])
+    result = await Agent("a", model, tools=[greet]).run("x")
+    assert result.status is RunStatus.COMPLETED, result.error
+    assert [m.content for m in model.requests[1].messages if m.role == "tool"] == ["hi Ann (41)"]

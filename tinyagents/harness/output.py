@@ -229,6 +229,10 @@ def StructuredDict(
     title = schema.get("title")
 
     class _StructuredDict(dict[str, Any]):
+        #: read as a model is (pydantic-ai's ``is_model_like``): a tool taking one is
+        #: offered its fields
+        __is_model_like__ = True
+
         @classmethod
         def __get_pydantic_core_schema__(
             cls, source: Any, handler: GetCoreSchemaHandler

@@ -386,7 +386,8 @@ def _described_schema(schema: dict[str, Any], wrapper: type[BaseModel] | None) -
 
 
 def _is_model_like(kind: Any) -> bool:
-    """A pydantic model, a dataclass or a TypedDict class (pydantic-ai's ``is_model_like``)."""
+    """A pydantic model, a dataclass, a TypedDict class or a ``StructuredDict`` (pydantic-ai's
+    ``is_model_like``, which reads ``__is_model_like__``)."""
     return (
         isinstance(kind, type)
         and not isinstance(kind, GenericAlias)
@@ -394,6 +395,7 @@ def _is_model_like(kind: Any) -> bool:
             issubclass(kind, BaseModel)
             or is_dataclass(kind)
             or typing_extensions.is_typeddict(kind)
+            or getattr(kind, "__is_model_like__", False) is True
         )
     )
 
