@@ -27,7 +27,13 @@ from tinyagents import (
 )
 from tinyagents.errors import ConfigurationError, InvalidIdError
 from tinyagents.harness import LiteLLMModel, ModelResponse
-from tinyagents.testkit import FunctionModel, OpenAICompatServer, ScriptedModel, tool_call
+from tinyagents.testkit import (
+    FunctionModel,
+    OpenAICompatServer,
+    ScriptedModel,
+    tool_call,
+    tool_calls,
+)
 
 
 class Foo(BaseModel):
@@ -765,3 +771,30 @@ async def test_a_tool_taking_just_a_structured_dict_is_offered_its_fields() -> N
     result = await Agent("a", model, tools=[greet]).run("x")
     assert result.status is RunStatus.COMPLETED, result.error
     assert [m.content for m in model.requests[1].messages if m.role == "tool"] == ["hi Ann (41)"]
+
+
+async def test_unknown_tool_call_events() -> None:
+    # ports tests/test_streaming.py::test_unknown_tool_call_events: a call of a tool the run
+    # does not have has its call and its (error) result in the run's events, as a known
+    # tool's call does. (pydantic-ai emits the calls first, then the results; ours runs the
+    # calls one after another, each call's events together.)
+    def known_tool(x: int) -> int:
+        """Double."""
+        return x * 2
+
+    model = ScriptedModel(
+        [
+            tool_calls(tool_call("unknown_tool", arg="value"), tool_call("known_tool", x=5)),
+            "done",
+        ],
+        stream=True,
+    )
+    agent = Agent("a", model, tools=[known_tool])
+    events = [e async for e in agent.run_stream("test") if e.type in ("tool.call", "tool.result")]
+    assert [(e.type, e.name) for e in events] == [
+        ("tool.call", "unknown_tool"),
+        ("tool.result", "unknown_tool"),
+        ("tool.call", "known_tool"),
+        ("tool.result", "known_tool"),
+    ]
+    assert [e.error for e in events if e.type == "tool.result"] == [True, False]
