@@ -709,6 +709,19 @@ async def test_a_schema_with_optional_properties_is_sent_as_it_is_not_strict() -
         "type": "object",
         "additionalProperties": False,
     }
+    # a free-form object (no properties, nothing required): strict mode would hold the model
+    # to {}; pydantic-ai sends it not strict, with no properties said
+    async with OpenAICompatServer(['{"k": 1}']) as server:
+        model = LiteLLMModel("openai/test-model", api_base=server.base_url, api_key="sk-test")
+        free = await Agent("a", model, output_type=StructuredDict({"type": "object"})).run("Hi")
+    assert free.output == {"k": 1}, free.error
+    sent_free = server.requests[0]["response_format"]["json_schema"]
+    assert sent_free["strict"] is False
+    assert sent_free["schema"] == {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {},
+    }
     # every property required: strict, as before (test_pydantic_ai_ports_11.py)
     async with OpenAICompatServer(['{"a": 1, "b": "x"}']) as server:
         model = LiteLLMModel("openai/test-model", api_base=server.base_url, api_key="sk-test")

@@ -639,14 +639,16 @@ def _json_schema_format(model: type[BaseModel]) -> dict[str, Any]:
 
 
 def _closed(node: Any) -> Any:
-    """``node`` with ``additionalProperties: false`` on each object that says nothing of it,
-    as pydantic-ai's ``OpenAIJsonSchemaTransformer`` closes them (in place)."""
+    """``node`` with ``additionalProperties: false`` and ``properties: {}`` on each object
+    that says nothing of them, as pydantic-ai's ``OpenAIJsonSchemaTransformer`` writes them
+    (in place)."""
     if isinstance(node, list):
         for item in node:
             _closed(item)
     elif isinstance(node, dict):
-        if node.get("type") == "object" and "additionalProperties" not in node:
-            node["additionalProperties"] = False
+        if node.get("type") == "object":
+            node.setdefault("additionalProperties", False)
+            node.setdefault("properties", {})  # OpenAI drops an object without it
         for key, value in node.items():
             if key in ("properties", "$defs", "definitions") and isinstance(value, dict):
                 for item in value.values():
@@ -663,8 +665,9 @@ _SCHEMA_DATA_KEYS = frozenset({"default", "examples", "const", "enum", "title", 
 def _strict_schema(node: object) -> bool:
     """Whether OpenAI's strict mode can hold this JSON schema (node) as it is: every object in
     it must take no additional properties (litellm adds ``false`` where the schema says
-    nothing) and require each of its properties (pydantic-ai's ``is_strict_compatible``:
-    strict mode would make the model write the optional ones)."""
+    nothing), say its properties and require each of them (pydantic-ai's
+    ``is_strict_compatible``: strict mode would make the model write the optional ones, and
+    hold it to ``{}`` for a free-form object)."""
     if isinstance(node, list):
         return all(_strict_schema(item) for item in node)
     if not isinstance(node, dict):
@@ -672,6 +675,8 @@ def _strict_schema(node: object) -> bool:
     if node.get("additionalProperties", False) is not False:
         return False
     properties = node.get("properties")
+    if node.get("type") == "object" and (properties is None or "required" not in node):
+        return False  # a free-form object: strict mode would hold the model to {}
     if isinstance(properties, dict) and not set(properties) <= set(node.get("required", ())):
         return False
     for key, value in node.items():
