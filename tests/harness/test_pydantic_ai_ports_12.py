@@ -22,6 +22,7 @@ from tinyagents import (
     RunLimits,
     RunStatus,
     StructuredDict,
+    TextOutput,
     ToolOutput,
     tool,
 )
@@ -839,3 +840,25 @@ def test_docstring_unknown() -> None:
 
     with pytest.raises(ConfigurationError, match=r"takes \*\*kwargs"):
         tool(unknown_docstring)
+
+
+async def test_streamed_text_stream() -> None:
+    # ports tests/test_streaming.py::test_streamed_text_stream (its stream_text(delta=True)
+    # part): the model.delta pieces of a streamed text answer join into the run's output;
+    # with a TextOutput function, the output is the function's of the whole text (ours does
+    # not pass partial text through it: pydantic-ai's stream_output of partial output is
+    # not offered).
+    def upcase(text: str) -> str:
+        return text.upper()
+
+    for output_type, expected in ((None, "The cat sat on the mat."), (TextOutput(upcase), None)):
+        model = ScriptedModel(["The cat sat on the mat."], stream=True)
+        agent = Agent("a", model, output_type=output_type)
+        events = [e async for e in agent.run_stream("Hello")]
+        pieces = [e.text for e in events if e.type == "model.delta" and e.text]
+        assert len(pieces) > 1 and "".join(pieces) == "The cat sat on the mat."
+        assert events[-1].type == "run.completed"
+        result = await Agent(
+            "a", ScriptedModel(["The cat sat on the mat."], stream=True), output_type=output_type
+        ).run("Hello")
+        assert result.output == (expected or "THE CAT SAT ON THE MAT."), result.error
