@@ -44,6 +44,8 @@
     └── GraphError                     the graph runtime could not continue
         ├── GraphRecursionError        the step limit was reached (also a RecursionError)
         ├── StepTimeoutError           a superstep outlived the graph's step_timeout (also a TimeoutError)
+        ├── NodeTimeoutError           a node's attempt outlived its timeout= (also a TimeoutError)   retried
+        ├── NodeCancelledError         a node raised CancelledError though nothing cancelled it (also a RuntimeError)
         ├── InvalidRouteError          a route to no node or outside a path_map (a KeyError, a ValueError)
         ├── InvalidUpdateError         conflicting writes to an overwrite channel in one step, an unknown key, a value no checkpoint holds
         └── InterruptError             a resume did not match the pending interrupts (also a RuntimeError)
@@ -450,6 +452,41 @@ class StepTimeoutError(GraphError, TimeoutError):
     """A superstep did not finish within its graph's ``step_timeout``: its unfinished tasks
     were cancelled (also a ``TimeoutError``, which is ``asyncio.TimeoutError``, as LangGraph
     raises, so ``except asyncio.TimeoutError`` in ported code still catches it)."""
+
+
+class NodeTimeoutError(GraphError, TimeoutError):
+    """A node's attempt outlived its ``add_node(..., timeout=)``: LangGraph 1.2's error, with
+    its ``node``, ``timeout``, ``elapsed``, ``kind`` (``"run"``), ``run_timeout`` and
+    ``idle_timeout`` (None). Also a ``TimeoutError``, so ``except TimeoutError`` still catches
+    it. Unlike tinyagents' other errors, a node's ``RetryPolicy`` retries it (its default
+    ``retry_on`` does, as LangGraph's retries its own): another attempt may finish in time.
+    A ``TimeoutError`` the node raised itself is not one: it fails the node as raised."""
+
+    def __init__(self, node: str, timeout: float, elapsed: float) -> None:
+        super().__init__(
+            f"Node {node!r} exceeded its run timeout of {timeout:.3f}s (elapsed: "
+            f"{elapsed:.3f}s): give it a longer timeout= or a RetryPolicy, or make it faster"
+        )
+        self.node = node
+        self.timeout = self.run_timeout = timeout
+        self.idle_timeout: float | None = None
+        self.elapsed = elapsed
+        self.kind = "run"
+
+
+class NodeCancelledError(GraphError, RuntimeError):
+    """A node raised ``CancelledError`` though nothing cancelled its task (a cancel of
+    something it awaited, let through): it fails the node, as LangGraph 1.2's error of this
+    name does; ``node`` names it, the ``CancelledError`` is its ``__cause__``. Also a
+    ``RuntimeError``, what such a node failed with before."""
+
+    def __init__(self, node: str) -> None:
+        super().__init__(
+            f"node {node!r} raised CancelledError, but its task was not cancelled (a cancel "
+            "of something it awaited, let through?): catch it in the node, or raise another "
+            "error"
+        )
+        self.node = node
 
 
 class InvalidRouteError(GraphError, KeyError, ValueError):

@@ -32,7 +32,13 @@ from langgraph_kit import (
 )
 from pydantic import BaseModel, ConfigDict, Field
 
-from tinyagents.errors import ConfigurationError, GraphError, UnknownTargetError
+from tinyagents.errors import (
+    ConfigurationError,
+    GraphError,
+    NodeCancelledError,
+    NodeTimeoutError,
+    UnknownTargetError,
+)
 from tinyagents.graph import RetryPolicy as OursRetryPolicy
 from tinyagents.graph import add_messages as ours_add_messages
 from tinyagents.graph import entrypoint
@@ -718,7 +724,7 @@ def timed(g: Any, attempts: list[int], *, retried: bool) -> Any:
 
 async def test_a_timed_out_attempt_is_retried_by_default() -> None:
     # LangGraph: test_retry.py::test_state_graph_add_node_timeout_composes_with_retry, with
-    # the default retry_on (LangGraph's retries its NodeTimeoutError, ours a TimeoutError)
+    # the default retry_on (both retry their NodeTimeoutError; ours is a TimeoutError too)
     ours_attempts: list[int] = []
     theirs_attempts: list[int] = []
     ours = timed(OURS, ours_attempts, retried=True)
@@ -729,16 +735,37 @@ async def test_a_timed_out_attempt_is_retried_by_default() -> None:
 
 
 async def test_a_node_that_times_out_fails_its_run() -> None:
-    # LangGraph: test_retry.py::test_state_graph_add_node_timeout_e2e: LangGraph 1.2 raises
-    # its NodeTimeoutError, ours fails the run with a TimeoutError (docs/graph.md, "What it
-    # does not do": timeouts)
+    # LangGraph: test_retry.py::test_state_graph_add_node_timeout_e2e: both fail the run with
+    # a NodeTimeoutError naming the node and its timeout; ours is also a TimeoutError, so
+    # code that caught the TimeoutError it raised before still catches it
     ours = timed(OURS, [], retried=False)
     theirs = timed(THEIRS, [], retried=False)
-    with pytest.raises(lg_errors.NodeTimeoutError):
+    with pytest.raises(lg_errors.NodeTimeoutError) as raised:
         await theirs.ainvoke({"x": 0})
     result = await ours.run({"x": 0})
     assert result.status == "failed"
-    assert isinstance(result.error, TimeoutError)
+    assert isinstance(result.error, NodeTimeoutError)
+    assert isinstance(result.error, TimeoutError) and isinstance(result.error, GraphError)
+    assert (result.error.node, result.error.timeout) == (raised.value.node, raised.value.timeout)
+    assert (result.error.kind, result.error.run_timeout) == ("run", 0.05)
+    assert result.error.idle_timeout is None and result.error.elapsed > 0
+    assert str(result.error).startswith("Node 'flaky' exceeded its run timeout of 0.050s")
+    assert str(raised.value).startswith("Node 'flaky' exceeded its run timeout of 0.050s")
+    assert isinstance(result.error.__cause__, TimeoutError)
+
+
+async def test_a_timeout_error_a_node_raises_itself_is_its_own() -> None:
+    # a TimeoutError the node raised (a call of its own that timed out) before its timeout=
+    # is not the node's timeout: it fails the run as raised, as LangGraph's does
+    async def node(state: Any) -> dict[str, Any]:
+        raise TimeoutError("the service did not answer")
+
+    graph = (
+        OURS.StateGraph(Counter).add_node("n", node, timeout=30).add_edge(OURS.START, "n").compile()
+    )
+    result = await graph.run({"x": 0})
+    assert type(result.error) is TimeoutError
+    assert str(result.error) == "the service did not answer"
 
 
 def test_a_sync_node_may_have_a_timeout() -> None:
@@ -782,9 +809,9 @@ async def test_a_node_raising_cancelled_error_itself_fails_the_run(
 ) -> None:
     # LangGraph: test_retry.py::test_pregel_user_raised_cancellederror_fails_run: one branch
     # of a step raises CancelledError though nothing cancelled it; the run fails (not a
-    # partial success), the error naming the node, the CancelledError its cause. LangGraph
-    # 1.2's error is its NodeCancelledError, ours a RuntimeError (docs/graph.md, "Running":
-    # "A node that raises CancelledError though nothing cancelled its task")
+    # partial success), with a NodeCancelledError naming the node, the CancelledError its
+    # cause; ours is also a RuntimeError, what it raised before (docs/graph.md, "Running": "A
+    # node that raises CancelledError though nothing cancelled its task")
     with pytest.raises(lg_errors.NodeCancelledError) as raised:
         await cancel_raising(THEIRS).compile().ainvoke({"vals": []})
     assert raised.value.node == "boom"
@@ -792,7 +819,9 @@ async def test_a_node_raising_cancelled_error_itself_fails_the_run(
     ours = cancel_raising(OURS).compile(checkpointer=checkpointer)
     result = await ours.run({"vals": []}, thread_id="1")
     assert result.status == "failed"
-    assert isinstance(result.error, RuntimeError)
+    assert isinstance(result.error, NodeCancelledError)
+    assert isinstance(result.error, RuntimeError) and isinstance(result.error, GraphError)
+    assert result.error.node == raised.value.node == "boom"
     assert "node 'boom' raised CancelledError" in str(result.error)
     assert isinstance(result.error.__cause__, asyncio.CancelledError)
     # the branch that finished is kept; only the one that failed runs again

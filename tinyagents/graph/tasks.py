@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from tinyagents._record import Record
 from tinyagents._threads import in_own_thread
-from tinyagents.errors import GraphError, InvalidUpdateError, TinyAgentsError
+from tinyagents.errors import (
+    GraphError,
+    InvalidUpdateError,
+    NodeCancelledError,
+    NodeTimeoutError,
+    TinyAgentsError,
+)
 from tinyagents.graph._context import (
     CalledCommand,
     ParentCommand,
@@ -427,8 +433,7 @@ async def call_node(run: TaskRun, task: Task) -> None:
                 if spec.timeout is None:
                     out = await _output(run, task, attempt)
                 else:
-                    async with asyncio.timeout(spec.timeout):
-                        out = await _output(run, task, attempt)
+                    out = await _timed(run, task, attempt)
                 read_output(run, task, out)
                 return
             except ParentCommand:
@@ -438,13 +443,29 @@ async def call_node(run: TaskRun, task: Task) -> None:
                 # as LangGraph's: the first policy that takes the error decides, and the
                 # attempts count across the policies
                 retry = None
-                if not isinstance(exc, TinyAgentsError):
+                if not isinstance(exc, TinyAgentsError) or isinstance(exc, NodeTimeoutError):
                     retry = next((p for p in spec.retry if p.should_retry(exc)), None)
                 if retry is None or attempt >= retry.max_attempts:
                     raise
                 await asyncio.sleep(retry.interval(attempt))
     finally:
         reset_scope(token)
+
+
+async def _timed(run: TaskRun, task: Task, attempt: int) -> Any:
+    """``_output`` within the node's ``timeout=`` seconds, else a ``NodeTimeoutError`` (a
+    ``TimeoutError`` the node raised itself is raised as it is, as LangGraph's is)."""
+    timeout = task.spec.timeout
+    assert timeout is not None
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    try:
+        async with asyncio.timeout(timeout) as bound:
+            return await _output(run, task, attempt)
+    except TimeoutError as exc:
+        if not bound.expired():
+            raise
+        raise NodeTimeoutError(task.node, timeout, loop.time() - began) from exc
 
 
 def _check_parent(run: TaskRun, task: Task) -> None:
@@ -482,12 +503,9 @@ def _threaded(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: An
         raise RuntimeError("the node raised StopIteration (next() on an empty iterator?)") from exc
 
 
-def stray_cancel(node: str) -> RuntimeError:
+def stray_cancel(node: str) -> NodeCancelledError:
     """The error of a node that raised ``CancelledError`` though nothing cancelled its task
     (a cancel of something it awaited, let through): it fails the node. Taken for a cancel,
     its parallel step took the task for one a cancel stopped, and the run ended
     ``interrupted`` with nothing to answer."""
-    return RuntimeError(
-        f"node {node!r} raised CancelledError, but its task was not cancelled (a cancel of "
-        "something it awaited, let through?): catch it in the node, or raise another error"
-    )
+    return NodeCancelledError(node)
