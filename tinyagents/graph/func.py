@@ -166,16 +166,19 @@ class TaskFuture(Generic[T]):
         return self._future.cancelled()
 
     def result(self, timeout: float | None = None) -> T:
-        """The task's result, waiting for it in a sync entrypoint or task (each runs on a
-        thread of its own). On the event loop's thread (async code) a task that has not
-        finished cannot be waited for: ``await`` it."""
+        """The task's result, waiting for it in a sync entrypoint or task, or a sync node with
+        a ``timeout=`` (each runs on a thread of its own). On the event loop's thread (async
+        code, a sync node without ``timeout=``, called inline) a task that has not finished
+        cannot be waited for: ``await`` it."""
         fut = self._future
         if isinstance(fut, concurrent.futures.Future):
             return fut.result(timeout)
         if not fut.done():
             raise GraphError(
-                f"task {self._name!r} has not finished, and an async function cannot wait "
-                "for it with .result(): await it"
+                f"task {self._name!r} has not finished, and code on the event loop's thread "
+                "cannot wait for it with .result(): await it in an async function; a sync "
+                "node runs there unless it has a timeout= (add_node(..., timeout=...) runs "
+                "it on a thread of its own, where .result() waits)"
             )
         return fut.result()
 
@@ -303,13 +306,14 @@ class Task(Generic[T]):
         future: asyncio.Future[T] | concurrent.futures.Future[T]
         try:
             loop = asyncio.get_running_loop()
-        except RuntimeError:  # a sync entrypoint, on its own thread: run it on the loop
-            if entry is None:
+        except RuntimeError:  # a sync entrypoint or node, on its own thread: run it on the loop
+            run_on = entry.loop if entry is not None else caller_loop.get()
+            if run_on is None:
                 coro.close()
                 raise GraphError(
                     f"task {self.name!r} was called on a thread without an event loop"
                 ) from None
-            future = asyncio.run_coroutine_threadsafe(coro, entry.loop)
+            future = asyncio.run_coroutine_threadsafe(coro, run_on)
         else:
             # created now, so calls start (and number their namespaces) in call order
             future = loop.create_task(coro, name=f"task {self.name}")

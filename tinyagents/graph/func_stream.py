@@ -1,9 +1,9 @@
 """The stream sinks of graph runs (``sink_for``), and ``EntryStream``, which shows an
-entrypoint's runs and its task calls as LangGraph's functional API streams them
-(``graph/func.py``): its state is its function's return value, its task calls are tasks of
-its own. A graph streamed with ``subgraphs=True`` shows an entrypoint inside it (a node, a
-call from a node) that way too: its ``SubgraphsStream`` becomes an ``EntryStream`` when one
-starts.
+entrypoint's runs and task calls as LangGraph's functional API streams them
+(``graph/func.py``): an entrypoint's state is its function's return value, and a task call
+(of an entrypoint or of any graph's node) is a task of the calling graph, no sub-graph. A
+graph's ``SubgraphsStream`` becomes an ``EntryStream`` when an entrypoint (a node, a call
+from a node) or a task call starts inside it.
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ TASK_ARGS: ContextVar[tuple[tuple[Any, ...], dict[str, Any]]] = ContextVar("tiny
 
 
 class SubgraphsStream(GraphStream):
-    """The ``subgraphs=True`` stream of a graph that is no entrypoint: a ``GraphStream``
-    until an entrypoint runs inside it (a node, a call from a node), then an ``EntryStream``
-    (its class changed in place, the slots are the same), which shows that entrypoint's items
-    as its own stream would. Until then no hook of it costs more than a ``GraphStream``'s."""
+    """The stream of a graph that is no entrypoint: a ``GraphStream`` until an entrypoint or
+    a task call runs inside it (a node, a call from a node), then an ``EntryStream`` (its
+    class changed in place, the slots are the same), which shows that entrypoint's items as
+    its own stream would and a task call's as LangGraph's. Until then no hook of it costs
+    more than a ``GraphStream``'s."""
 
     __slots__ = ("entries",)
 
@@ -36,7 +37,7 @@ class SubgraphsStream(GraphStream):
         self.entries: set[str] = set()
 
     def subgraph_started(self, run: GraphRun) -> None:
-        if run.graph.stream_class is EntryStream:  # an entrypoint's run
+        if run.graph.stream_class is EntryStream or run.graph.task_call:
             self.__class__ = EntryStream
             self.subgraph_started(run)
         else:
@@ -54,10 +55,14 @@ class EntryStream(SubgraphsStream):
       task call's input ``(args, kwargs)``, its result ``{"__return__": result}`` (none for a
       call that paused: the entrypoint's end asks its question; a call that had finished
       shows its start again on resume, alone);
-    - a task call's items are its entrypoint's (``()`` with ``subgraphs=True``): it has no
+    - a task call's items are its entrypoint's (``()`` with ``subgraphs=True``; its
+      ``custom`` items in the calling task's namespace there, ``("entry:task_id",)``, a
+      task's call of a task ``("entry:task_id", "t:task_id")``, as LangGraph's): it has no
       state of its own, and its question is asked once, by the entrypoint.
 
-    An entrypoint called inside (``other.ainvoke(...)``) shows the same way in its namespace."""
+    An entrypoint called inside (``other.ainvoke(...)``) shows the same way in its namespace,
+    and so does a task call of any graph's node, in that graph's (``tasks`` and ``updates``
+    items as above, no ``values``)."""
 
     __slots__ = ()
 
@@ -66,17 +71,15 @@ class EntryStream(SubgraphsStream):
         self.live = True  # a task call's items come while the entrypoint's node still runs
 
     def _caller(self, run: GraphRun) -> str | None:
-        """The namespace of the entrypoint run whose task call ``run`` is (directly, or
-        through tasks calling tasks): its items are that run's. None for any other run (a
-        task called by a graph's node shows as that graph's sub-graph)."""
+        """The namespace of the run (an entrypoint's, or any graph's) whose node called
+        ``run``, a task call (directly, or through tasks calling tasks): its items are that
+        run's. None for any other run."""
         if not run.graph.task_call:
             return None
         parent = run.parent
         while parent is not None and parent.graph.task_call:
             parent = parent.parent
-        if parent is None or parent.head.ns not in self.entries:
-            return None
-        return parent.head.ns
+        return None if parent is None else parent.head.ns
 
     def put(self, ns: str, mode: str, payload: Any) -> None:
         if ns in self.entries:  # an entrypoint's own item: its function's view
@@ -153,7 +156,20 @@ class EntryStream(SubgraphsStream):
         if caller is None:
             super().custom(run, task_id, value)
         elif "custom" in self.modes:
+            if self.subgraphs:  # LangGraph's: shown with the caller's items, in its task's ns
+                caller = calling_task_ns(run)
             GraphStream.put(self, caller, "custom", value)
+
+
+def calling_task_ns(run: GraphRun) -> str:
+    """The namespace of the task whose call ``run`` is (``"node:task_id"`` under its run's,
+    its ``|1``, ``|2`` of a later call dropped): where LangGraph's ``custom`` items of a task
+    call are."""
+    assert run.parent is not None
+    above = run.parent.head.ns
+    own = run.head.ns[len(above) + 1 :] if above else run.head.ns
+    segment = own.split("|", 1)[0]
+    return f"{above}|{segment}" if above else segment
 
 
 def entry_view(mode: str, payload: Any) -> Any:
@@ -176,17 +192,22 @@ def entry_view(mode: str, payload: Any) -> Any:
 
 
 def sink_for(graph: Any, mode: str | Iterable[str], subgraphs: bool) -> GraphStream:
-    """The stream sink of a run of ``graph`` (its ``stream_class``, else ``GraphStream``; with
-    ``subgraphs=True`` a ``SubgraphsStream``, for the entrypoints that may run inside it), of
+    """The stream sink of a run of ``graph`` (its ``stream_class``, else a
+    ``SubgraphsStream``, for the entrypoints and task calls that may run inside it), of
     ``mode`` (``GRAPHS_MODE``: the graph's ``stream_mode``)."""
     if mode is GRAPHS_MODE:
         mode = graph.stream_mode
     if graph.stream_class is not None:
         made: GraphStream = graph.stream_class(mode, subgraphs=subgraphs)
         return made
-    if subgraphs:  # an entrypoint inside shows its items with the sub-graphs' ones
-        return SubgraphsStream(mode, subgraphs=True)
-    return GraphStream(mode)
+    return SubgraphsStream(mode, subgraphs=subgraphs)
 
 
-__all__ = ["TASK_ARGS", "EntryStream", "SubgraphsStream", "entry_view", "sink_for"]
+__all__ = [
+    "TASK_ARGS",
+    "EntryStream",
+    "SubgraphsStream",
+    "calling_task_ns",
+    "entry_view",
+    "sink_for",
+]
