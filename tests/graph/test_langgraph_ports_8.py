@@ -10,6 +10,7 @@ comment naming the section.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import pytest
@@ -282,3 +283,118 @@ async def test_a_sync_node_waits_for_its_tasks_on_a_thread_of_its_own(
     result = await inline.run({"x": 1}, thread_id="2")
     assert result.status == "failed" and isinstance(result.error, GraphError)
     assert "add_node(..., timeout=...) runs it on a thread of its own" in str(result.error)
+
+
+def leaving_a_task(g: Any, cp: Any, ran: list[int], *, fail: bool) -> Any:
+    """A node that starts a task and neither awaits it nor waits for it (then fails, if
+    ``fail``)."""
+    func = func_of(g)
+
+    @func.task
+    async def t(v: int) -> int:
+        for _ in range(20):  # a few turns of the event loop: the node has returned by then
+            await asyncio.sleep(0)
+        ran.append(v)
+        return v + 1
+
+    async def node(state: Any) -> dict[str, Any]:
+        t(state["x"])
+        if fail:
+            raise ValueError("the node failed")
+        return {"x": 5}
+
+    return g.StateGraph(X).add_node("n", node).add_edge(g.START, "n").compile(checkpointer=cp)
+
+
+async def test_a_task_a_node_leaves_unawaited_runs_to_its_end_within_the_node_s_step(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_pregel_async.py's tasks in nodes: a task is a task of the node's step,
+    # so the step (and the run) ends after it. Ours left it running past the run's end: it
+    # wrote to the thread afterwards (or, the checkpointer closed, failed with nobody to
+    # hear it). Now the node's attempt waits for it, so its update comes before the node's,
+    # where LangGraph's comes after (docs/graph.md, "The functional API", where it differs)
+    theirs_ran: list[int] = []
+    ours_ran: list[int] = []
+    theirs = leaving_a_task(THEIRS, lg_memory.InMemorySaver(), theirs_ran, fail=False)
+    ours = leaving_a_task(OURS, checkpointer, ours_ran, fail=False)
+    theirs_items = await streamed(theirs, {"x": 1}, "1", mode="updates")
+    assert theirs_items == [{"n": {"x": 5}}, {"t": 2}]
+    ours_items = await streamed(ours, {"x": 1}, "1", mode="updates")
+    assert ours_items == [{"t": 2}, {"n": {"x": 5}}]
+    assert ours_ran == theirs_ran == [1]
+    assert (await ours.get_state("1")).values == {"x": 5}
+
+
+async def test_a_task_a_failing_node_left_runs_to_its_end_before_the_run_fails(
+    checkpointer: Checkpointer,
+) -> None:
+    # the same node failing after it started the task: LangGraph's run fails once the task
+    # ran to its end; ours too (the task no longer runs on after the failed run)
+    theirs_ran: list[int] = []
+    ours_ran: list[int] = []
+    theirs = leaving_a_task(THEIRS, lg_memory.InMemorySaver(), theirs_ran, fail=True)
+    ours = leaving_a_task(OURS, checkpointer, ours_ran, fail=True)
+    with pytest.raises(ValueError, match="the node failed"):
+        await theirs.ainvoke({"x": 1}, cfg("1"))
+    result = await ours.run({"x": 1}, thread_id="1")
+    assert result.status == "failed" and isinstance(result.error, ValueError)
+    assert ours_ran == theirs_ran == [1]
+
+
+def leaving_a_question(g: Any, cp: Any, ran: list[Any]) -> Any:
+    """A node that starts a task that asks, and does not await it."""
+    func = func_of(g)
+
+    @func.task
+    def ask(v: int) -> int:
+        answer = g.interrupt("add what?")
+        ran.append(answer)
+        return v + answer
+
+    async def node(state: Any) -> dict[str, Any]:
+        ran.append("node")
+        ask(state["x"])
+        return {"x": 5}
+
+    return g.StateGraph(X).add_node("n", node).add_edge(g.START, "n").compile(checkpointer=cp)
+
+
+async def test_a_task_a_node_leaves_unawaited_that_asks_pauses_the_node(
+    checkpointer: Checkpointer,
+) -> None:
+    # the same with a task that asks: ours pauses the node with its question (as an
+    # entrypoint's task left un-awaited pauses the entrypoint), and on resume the node runs
+    # again and the task gets its answer; LangGraph's run ends without asking (the task's
+    # GraphInterrupt is left unretrieved), its answer never given (docs/graph.md, "The
+    # functional API", where it differs)
+    theirs_ran: list[Any] = []
+    ours_ran: list[Any] = []
+    theirs = leaving_a_question(THEIRS, lg_memory.InMemorySaver(), theirs_ran)
+    ours = leaving_a_question(OURS, checkpointer, ours_ran)
+    assert await streamed(theirs, {"x": 1}, "1", mode="updates") == [{"n": {"x": 5}}]
+    assert await streamed(ours, {"x": 1}, "1", mode="updates") == [{"__interrupt__": ["add what?"]}]
+    await streamed(theirs, THEIRS.Command(resume=3), "1", mode="updates")
+    resumed = await streamed(ours, OURS.Command(resume=3), "1", mode="updates")
+    assert resumed == [{"ask": 4}, {"n": {"x": 5}}]
+    assert theirs_ran == ["node"]
+    assert ours_ran == ["node", "node", 3]
+
+
+async def test_a_node_paused_in_a_task_it_called_has_no_sub_graph_state(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_pregel_async.py's get_state(subgraphs=True) of a node paused in a task
+    # it called: a task call is no sub-graph, so the node's task has no state (ours showed
+    # the task's one-node graph as the node's sub-graph), its question its interrupts
+    ours, theirs = both(asking_task, checkpointer)
+    await theirs.ainvoke({"x": 1}, cfg("1"))
+    await ours.run({"x": 1}, thread_id="1")
+    theirs_state = await theirs.aget_state(cfg("1"), subgraphs=True)
+    ours_state = await ours.get_state("1", subgraphs=True)
+    assert [(t.name, t.state, [i.value for i in t.interrupts]) for t in theirs_state.tasks] == [
+        ("n", None, ["add to 1?"])
+    ]
+    assert [(t.name, t.state, [i.value for i in t.interrupts]) for t in ours_state.tasks] == [
+        ("n", None, ["add to 1?"])
+    ]

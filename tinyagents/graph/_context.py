@@ -103,6 +103,9 @@ class TaskScope(Record):
     #: the ``compile(checkpointer=False)`` sub-graph that makes the run save nothing under
     #: a checkpointed parent (``GraphRun.unsaved_by``), for ``interrupt()``'s error
     unsaved_by: str | None = None
+    #: the futures of the ``@task`` calls the node started (asyncio's, or concurrent's from a
+    #: thread), until its attempt ends: each runs to its end within the node's (``settle``)
+    started: list[Any] | None = None
 
     def restart(self) -> None:
         """A new attempt of the node: it counts its interrupts and sub-graph calls anew."""

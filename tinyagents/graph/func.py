@@ -36,6 +36,7 @@ from tinyagents.errors import GraphError, SyncInAsyncError
 from tinyagents.graph import calls
 from tinyagents.graph._context import (
     NodeInterrupt,
+    TaskScope,
     caller_loop,
     enclosing_scope,
     run_blocking,
@@ -320,6 +321,10 @@ class Task(Generic[T]):
         made = TaskFuture(future, self.name)
         if entry is not None:
             entry.futures.append(made)
+        elif isinstance(scope, TaskScope):  # a graph node's call: it waits for it at its end
+            if scope.started is None:
+                scope.started = []
+            scope.started.append(future)
         return made
 
     async def _call(self, scope: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:

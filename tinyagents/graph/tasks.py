@@ -7,6 +7,7 @@ import asyncio
 import functools
 import inspect
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future as ConcurrentFuture
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -22,9 +23,11 @@ from tinyagents.errors import (
 )
 from tinyagents.graph._context import (
     CalledCommand,
+    NodeInterrupt,
     ParentCommand,
     TaskScope,
     caller_loop,
+    enclosing_scope,
     reset_scope,
     set_scope,
     stable_id,
@@ -375,12 +378,43 @@ async def _invoke(run: TaskRun, task: Task, attempt: int) -> Any:
             out = fn(arg)
         if spec.is_async or inspect.isawaitable(out):
             out = await out
-        return out
     except BaseException as exc:
+        scope = enclosing_scope()
+        if isinstance(scope, TaskScope) and scope.started:
+            await settle(scope, exc)
         failure = user_failure(f"node {task.node!r}", exc)
         if failure is exc:
             raise
         raise failure from exc
+    scope = enclosing_scope()
+    if isinstance(scope, TaskScope) and scope.started:
+        await settle(scope)
+    return out
+
+
+async def settle(scope: TaskScope, failed: BaseException | None = None) -> None:
+    """Wait for the ``@task`` calls the node started and did not await (``scope.started``):
+    each runs to its end before the node's attempt ends, as LangGraph's task is one of the
+    node's step; a node cancelled cancels them. ``failed``: how the node ended, if it raised.
+    The questions of the calls that paused are the node's (with its own, if it asked)."""
+    started, scope.started = scope.started or [], None
+    if isinstance(failed, asyncio.CancelledError):
+        for future in started:
+            future.cancel()
+    outcomes = await asyncio.gather(
+        *(asyncio.wrap_future(f) if isinstance(f, ConcurrentFuture) else f for f in started),
+        return_exceptions=True,
+    )
+    if failed is not None and not isinstance(failed, NodeInterrupt):
+        return
+    asked = list(failed.interrupts) if isinstance(failed, NodeInterrupt) else []
+    seen = {i.id for i in asked}
+    for outcome in outcomes:
+        if isinstance(outcome, NodeInterrupt):
+            asked.extend(i for i in outcome.interrupts if i.id not in seen)
+            seen.update(i.id for i in outcome.interrupts)
+    if asked and (failed is None or len(asked) > len(failed.interrupts)):
+        raise NodeInterrupt(asked) from None
 
 
 async def _output(run: TaskRun, task: Task, attempt: int) -> Any:

@@ -174,13 +174,16 @@ async def _snapshot(
 
 
 async def _sub_states(run: GraphRun, cp: Checkpointer, task: Task) -> tuple[StateSnapshot, ...]:
-    """The states of the sub-graphs ``task`` ran, each from its own namespace."""
+    """The states of the sub-graphs ``task`` ran, each from its own namespace (a ``@task``
+    call is none)."""
     graph, spec = run.graph, task.spec
     found = []
     for index in itertools.count():
         sub = _sub_graph(graph, task.node, index)
         if sub is None:
             break
+        if sub.task_call:  # a @task's call: no sub-graph, as LangGraph's (a task of its own)
+            continue
         call = run.child_ns(task, index)
         if sub.sub_checkpointer is False:  # never checkpointed: no state to show
             snap = None
