@@ -17,7 +17,7 @@ import pytest
 from langgraph_kit import OURS, THEIRS, cfg, lg_memory, shape
 
 import tinyagents.graph as ours_graph
-from tinyagents.store.checkpoint import Checkpointer
+from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
 
 lg_func = pytest.importorskip("langgraph.func")
 
@@ -398,3 +398,101 @@ async def test_a_node_paused_in_a_task_it_called_has_no_sub_graph_state(
     assert [(t.name, t.state, [i.value for i in t.interrupts]) for t in ours_state.tasks] == [
         ("n", None, ["add to 1?"])
     ]
+
+
+def two_tasks_in_a_node(g: Any, cp: Any) -> Any:
+    func = func_of(g)
+
+    @func.task
+    async def slow(v: int) -> int:
+        return v + 1
+
+    async def node(state: Any) -> dict[str, Any]:
+        first = await slow(state["x"])
+        return {"x": await slow(first)}
+
+    return g.StateGraph(X).add_node("n", node).add_edge(g.START, "n").compile(checkpointer=cp)
+
+
+async def test_a_stream_of_updates_of_a_run_that_saves_nothing_shows_no_task_calls() -> None:
+    # LangGraph: test_pregel_async.py::test_async_streaming_with_functional_api, with the
+    # tasks called by a StateGraph's node: LangGraph's updates stream shows each task's
+    # update. Ours, in a run without checkpointer streamed in updates only, calls the node
+    # on its fast path, where its tasks run apart from the run: only the node's update
+    # shows; with a checkpointer, or a live mode beside, they show as LangGraph's
+    # (docs/graph.md, "The functional API", where it differs)
+    theirs = two_tasks_in_a_node(THEIRS, None)
+    expected = [{"slow": 2}, {"slow": 3}, {"n": {"x": 3}}]
+    assert [i async for i in theirs.astream({"x": 1}, stream_mode="updates")] == expected
+    ours = two_tasks_in_a_node(OURS, None)
+    assert [i async for i in ours.stream({"x": 1}, mode="updates")] == [{"n": {"x": 3}}]
+    live = [i async for i in ours.stream({"x": 1}, mode=["updates", "custom"])]
+    assert live == [("updates", u) for u in expected]
+    saved = two_tasks_in_a_node(OURS, MemoryCheckpointer())
+    assert [i async for i in saved.stream({"x": 1}, thread_id="1", mode="updates")] == expected
+
+
+def counting_entrypoint(mod: Any, started: list[int]) -> Any:
+    """An entrypoint awaiting two calls of a task that counts its starts."""
+
+    @mod.task
+    async def slow() -> int:
+        started.append(1)
+        await asyncio.sleep(0)
+        return len(started)
+
+    @mod.entrypoint()
+    async def graph(inputs: dict[str, Any]) -> list[int]:
+        return [await slow(), await slow()]
+
+    return graph
+
+
+async def test_an_entrypoint_streams_each_task_s_update_as_it_comes() -> None:
+    # LangGraph: test_pregel_async.py::test_async_streaming_with_functional_api (without its
+    # clock: the first task's update is read before the second task starts)
+    for mod in (lg_func, ours_graph):
+        started: list[int] = []
+        graph = counting_entrypoint(mod, started)
+        items = graph.astream({}) if mod is lg_func else graph.stream({})
+        seen = [(chunk, len(started)) async for chunk in items]
+        assert seen == [({"slow": 1}, 1), ({"slow": 2}, 2), ({"graph": [1, 2]}, 2)]
+
+
+@pytest.mark.parametrize("is_async", [True, False])
+async def test_an_entrypoint_without_checkpointer_has_no_previous(is_async: bool) -> None:
+    # LangGraph: test_pregel_async.py::test_async_entrypoint_without_checkpointer and
+    # test_pregel.py::test_entrypoint_without_checkpointer: without a checkpointer nothing
+    # is kept, so ``previous`` is None on every call, and the input comes back as given
+    for mod in (lg_func, ours_graph):
+        if is_async:
+
+            @mod.entrypoint()
+            async def echo(inputs: Any) -> Any:
+                return inputs
+
+            @mod.entrypoint()
+            async def remember(inputs: Any, *, previous: Any) -> Any:
+                return {"previous": previous, "current": inputs}
+
+            assert await echo.ainvoke({"a": "1"}, cfg("1")) == {"a": "1"}
+            for _ in range(2):
+                out = await remember.ainvoke({"a": "1"}, cfg("1"))
+                assert out == {"current": {"a": "1"}, "previous": None}
+        else:
+
+            @mod.entrypoint()
+            def echo(inputs: Any) -> Any:
+                return inputs
+
+            @mod.entrypoint()
+            def remember(inputs: Any, *, previous: Any) -> Any:
+                return {"previous": previous, "current": inputs}
+
+            def calls() -> list[Any]:
+                made = [echo.invoke({"a": "1"}, cfg("1"))]
+                made += [remember.invoke({"a": "1"}, cfg("1")) for _ in range(2)]
+                return made
+
+            made = await asyncio.to_thread(calls)
+            assert made == [{"a": "1"}, *[{"current": {"a": "1"}, "previous": None}] * 2]
