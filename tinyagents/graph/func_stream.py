@@ -29,15 +29,14 @@ class SubgraphsStream(GraphStream):
     its own stream would and a task call's as LangGraph's. Until then no hook of it costs
     more than a ``GraphStream``'s."""
 
+    #: ``entries``: the namespaces of the entrypoint runs streamed (the top's, and those
+    #: called inside), set once it is an ``EntryStream``
     __slots__ = ("entries",)
-
-    def __init__(self, mode: str | Iterable[str], *, subgraphs: bool = False) -> None:
-        super().__init__(mode, subgraphs=subgraphs)
-        #: the namespaces of the entrypoint runs streamed: the top's, and those called inside
-        self.entries: set[str] = set()
+    entries: set[str]
 
     def subgraph_started(self, run: GraphRun) -> None:
         if run.graph.stream_class is EntryStream or run.graph.task_call:
+            self.entries = set()
             self.__class__ = EntryStream
             self.subgraph_started(run)
         else:
@@ -68,6 +67,7 @@ class EntryStream(SubgraphsStream):
 
     def __init__(self, mode: str | Iterable[str], *, subgraphs: bool = False) -> None:
         super().__init__(mode, subgraphs=subgraphs)
+        self.entries = set()
         self.live = True  # a task call's items come while the entrypoint's node still runs
 
     def _caller(self, run: GraphRun) -> str | None:
