@@ -47,6 +47,7 @@ from tinyagents.harness.agent import Agent
 from tinyagents.harness.loop import start_agent_run
 from tinyagents.harness.subagent import SubAgent
 from tinyagents.protocol.commands import (
+    HumanActor,
     ReceiptStatus,
     SteeringCommand,
     SteeringReceipt,
@@ -903,6 +904,36 @@ class Runtime:
         if self._durable and logged:
             self.router.taken_over([(c.command, c.state, run_id) for c in logged])
 
+    async def _take_deferred_for_thread(self, info: RunInfo) -> None:
+        """Wait, for run ``info`` of a thread, with the commands the steering log holds
+        ``deferred`` for that thread that this runtime has not seen: deferred by another
+        runtime sharing the log (another worker, another process on the SQLite file) when
+        no run of the thread was anywhere, after this runtime opened (``restore`` at open
+        took the ones logged before). The run takes each as it takes one restored at open,
+        by the compare-and-set ``deferred`` -> ``accepted`` on its row
+        (``SteeringRouter._hand_over``): of two runtimes taking it, one moves the row on and
+        the other drops its copy with no event, so it is applied once. Only a human's
+        command of the run's tenant: thread ids are each tenant's own, and the run another
+        actor acted from is not here to say its tenant. A log that cannot be read leaves
+        them where they are (the runtime that deferred them keeps them) and the run starts."""
+        thread_id, tenant_id = info.thread_id, info.tenant_id
+        try:
+            logged = await self.store.open_commands(thread_id=thread_id)
+        except StoreError as exc:
+            _log.warning("run %s starts without its thread's logged commands: %s", info.run_id, exc)
+            return
+        deferred: list[tuple[SteeringCommand, str, str | None]] = [
+            (c.command, c.state, None)
+            for c in logged
+            if c.state == CommandState.DEFERRED
+            and c.run_id is None
+            and getattr(c.command.target, "thread_id", None) == thread_id
+            and isinstance(c.command.actor, HumanActor)
+            and sender_tenant(c.command.actor) == tenant_id
+        ]
+        if deferred:
+            self.router.taken_over(deferred)
+
     async def _claim(self, info: RunInfo) -> dict[str, Any] | None:
         """Save run ``info``'s snapshot, naming this runtime its owner, unless the store shows
         the run running elsewhere (``_running_elsewhere``), in one step (``Store.claim_run``):
@@ -1176,6 +1207,9 @@ class Runtime:
             applied = self._handed_back(logged, snapshot, run_id, handle.info.tenant_id)
             if applied:  # a pause that still held it comes back
                 handle.driver.restore(applied)
+        if self._durable and handle.info.thread_id is not None:
+            await self._take_deferred_for_thread(handle.info)
+            self.require_open()
         self.runs.register(handle)
         await self.router.attach(handle, redirect_conflict=redirect_conflict)
         if self._supervisor is not None or self.runs.supervisor_spec_for(handle) is not None:

@@ -1720,6 +1720,9 @@ async def log_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
     await drop_pg_schemas()
 
 
+SCOPE = "tenant:acme"
+
+
 def _durable_kw(prefix: str) -> dict[str, Any]:
     return {"prefix": prefix, "heartbeat_s": 0.2, "block_s": 0.2, "backoff_s": (0.05, 0.2)}
 
@@ -1857,6 +1860,119 @@ async def test_a_logged_thread_command_another_runtime_took_from_the_log_is_not_
             assert rc_a.counters.received == 0
             await theirs.cancel()
             await theirs.result()
+
+
+def _thread_instruction(thread_id: str) -> SteeringCommand:
+    return SteeringCommand(
+        target=SteeringTarget.thread(thread_id),
+        actor=OPERATOR,
+        kind=SteeringKind.ADD_INSTRUCTION,
+        payload={"text": "focus"},
+    )
+
+
+async def test_a_logged_thread_command_is_taken_by_a_run_of_its_thread_on_a_worker_sharing_the_log(
+    redis_url: str, prefix: str, log_url: str
+) -> None:
+    """Workers b and c share one durable steering log (``serve --store ... --redis``). A
+    thread command deferred on b (no run of its thread anywhere), logged ``deferred``, is
+    taken by the run of its thread that starts on c: c reads the log's open commands of the
+    thread when the run registers and takes it by the compare-and-set ``deferred`` ->
+    ``accepted``, and the run applies it. b's thread job, seeing c's run listed, leaves it
+    to c (b's log holds the run's row, saved by c: c shares it), finds it taken in the log
+    and drops its copy with no event. It used to end ``rejected`` on b ("send it again")
+    while c's run went on without it."""
+    kw = _durable_kw(prefix)
+    steer = _thread_instruction("t-handed")
+    async with Runtime(store=log_url) as rt_b, Runtime(store=log_url) as rt_c:
+        async with (
+            RedisControl(rt_b, redis_url, worker_id="b", **kw) as rc_b,
+            RedisControl(rt_c, redis_url, worker_id="c", **kw) as rc_c,
+        ):
+            assert (await rc_b.submit(steer)).status == "deferred"
+            theirs = await rt_c.start(
+                slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-handed"
+            )
+            await eventually(
+                lambda: asyncio.sleep(0, rt_c.router.state(steer.correlation_id, scope=SCOPE)),
+                lambda s: s == "applied",
+            )
+            await eventually(lambda: rc_b.get_run(theirs.run_id), lambda s: s is not None)
+            await rt_c.flush()
+            stored = await rt_b.store.get_command(steer.correlation_id, scope=SCOPE)  # type: ignore[union-attr]
+            assert stored is not None
+            assert (stored.state, stored.run_id, stored.owner) == (
+                "applied",
+                theirs.run_id,
+                rt_c.runtime_id,
+            )
+            assert rc_c.counters.received == 0  # through the log, not over Redis
+            # b's thread job finds it taken in the log and drops its copy, with no event
+            await eventually(
+                lambda: asyncio.sleep(0, rt_b.router.open_commands()), lambda c: c == []
+            )
+            assert rt_b.router.state(steer.correlation_id, scope=SCOPE) in (None, "applied")
+            await theirs.cancel()
+            await theirs.result()
+
+
+async def test_a_logged_thread_command_waits_for_a_worker_sharing_the_log_and_is_rejected_for_another(
+    redis_url: str, prefix: str, log_url: str
+) -> None:
+    """b logs two thread commands ``deferred`` (sent to b's runtime itself, which lists no
+    run) while each thread has a live run on another worker that registered before: t-same
+    on c, which shares b's log, t-other on d, an in-memory runtime. b's thread job rejects
+    t-other's as before (d can never take a row of b's log) but leaves t-same's to the log:
+    the thread's next run on c takes it (applied there, once). It used to be rejected too."""
+    kw = _durable_kw(prefix)
+    same, other = _thread_instruction("t-same"), _thread_instruction("t-other")
+    async with (
+        Runtime(store=log_url) as rt_b,
+        Runtime(store=log_url) as rt_c,
+        Runtime() as rt_d,
+    ):
+        async with (
+            RedisControl(rt_b, redis_url, worker_id="b", **kw) as rc_b,
+            RedisControl(rt_c, redis_url, worker_id="c", **kw),
+            RedisControl(rt_d, redis_url, worker_id="d", **kw),
+        ):
+            first = await rt_c.start(
+                slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-same"
+            )
+            elsewhere = await rt_d.start(
+                slow_agent(400, 0.02), "work", tenant_id="acme", thread_id="t-other"
+            )
+            for run in (first, elsewhere):
+                await eventually(lambda r=run: rc_b.get_run(r.run_id), lambda s: s is not None)
+            assert (await rt_b.submit(same)).status == "deferred"
+            assert (await rt_b.submit(other)).status == "deferred"
+            # one round of b's thread job saw both runs listed: t-other's is rejected...
+            await eventually(
+                lambda: _logged_state(rt_b, other), lambda s: s is not None and s[0] == "rejected"
+            )
+            # ...and t-same's waits in the log for c
+            assert await _logged_state(rt_b, same) == ("deferred", None)
+            assert rt_b.router.state(same.correlation_id, scope=SCOPE) == "deferred"
+            assert rt_c.steering_history(first.run_id) == []  # registered before it was logged
+            second = await rt_c.start(
+                slow_agent(2, 0.0), "work", tenant_id="acme", thread_id="t-same"
+            )
+            assert (await second.result()).status is RunStatus.COMPLETED
+            assert rt_c.router.state(same.correlation_id, scope=SCOPE) == "applied"
+            await rt_c.flush()
+            stored = await rt_b.store.get_command(same.correlation_id, scope=SCOPE)  # type: ignore[union-attr]
+            assert stored is not None and (stored.state, stored.run_id) == (
+                "applied",
+                second.run_id,
+            )
+            # b's thread job finds it taken in the log and drops its copy, with no event
+            await eventually(
+                lambda: asyncio.sleep(0, rt_b.router.open_commands()), lambda c: c == []
+            )
+            assert rt_b.router.state(same.correlation_id, scope=SCOPE) in (None, "applied")
+            for run in (first, elsewhere):
+                await run.cancel()
+                await run.result()
 
 
 async def _listed_by(rc: RedisControl, run_id: str, worker: str) -> dict[str, Any] | None:

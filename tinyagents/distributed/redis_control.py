@@ -119,6 +119,8 @@ ELSEWHERE = (
     "correlation id) to reach that run"
 )
 _LIVE = frozenset({"running", "paused", "interrupted"})
+#: How many runtimes known to share this worker's steering log ``RedisControl`` remembers.
+_SHARING_KEPT = 1024
 
 
 #: How ``aclose`` waits for a job to stop: attempts, and seconds each.
@@ -214,6 +216,9 @@ class RedisControl:
         #: The thread commands waiting here that cannot be sent (too large for the wire), by
         #: ``_key``: the thread job tries them no more.
         self._unsendable: set[tuple[str, str]] = set()
+        #: Whether each runtime (by ``runtime_id``) shares this worker's durable steering log
+        #: (``_shares_log``), at most ``_SHARING_KEPT``, oldest dropped first.
+        self._sharing: dict[str, bool] = {}
         #: Held while thread commands are handed to another worker, and by a thread command
         #: sent while some wait here: the thread's commands reach its run in the order sent.
         self._handing = asyncio.Lock()
@@ -668,9 +673,69 @@ class RedisControl:
                     async with self._handing:
                         await self._hand_off(cmd, str(newest["worker"]))
             for cmd, tenant in logged:
-                newest = _newest_on_thread(snapshots, getattr(cmd.target, "thread_id", ""), tenant)
-                if newest is not None:
+                thread_id = getattr(cmd.target, "thread_id", "")
+                newest = _newest_on_thread(snapshots, thread_id, tenant)
+                if newest is not None and not await self._shares_log(newest):
                     await self._refuse_logged(cmd, str(newest["worker"]))
+                elif await self._run_on_shared_log(snapshots, thread_id, tenant):
+                    await self._forget_taken(cmd)
+
+    async def _run_on_shared_log(
+        self, snapshots: list[dict[str, Any]], thread_id: str, tenant: str | None
+    ) -> bool:
+        """Whether a run of ``thread_id`` (of ``tenant``'s), live or ended, is listed on
+        another worker that shares this worker's steering log (``_shares_log``): it may have
+        taken this log's deferred commands of the thread."""
+        for snapshot in snapshots:
+            if (
+                snapshot.get("thread_id") == thread_id
+                and (tenant is None or snapshot.get("tenant_id") == tenant)
+                and await self._shares_log(snapshot)
+            ):
+                return True
+        return False
+
+    async def _forget_taken(self, cmd: SteeringCommand) -> None:
+        """Drop ``cmd``, deferred here in the shared durable log, if a runtime sharing it
+        took it (``SteeringRouter.forget_taken``); a store that fails leaves it waiting."""
+        try:
+            await self.runtime.router.forget_taken(cmd)
+        except StoreError as exc:
+            log.warning("thread command %s waits on here: %s", cmd.correlation_id, exc)
+
+    async def _shares_log(self, snapshot: dict[str, Any]) -> bool:
+        """Whether the runtime that runs ``snapshot``'s run (another worker's, as listed)
+        shares this worker's durable steering log: this log holds the run's row, saved by that
+        runtime (the row's ``owner`` is the listed ``owner``; an agent run claims its row
+        when it starts). Then a command the log holds ``deferred`` for the run's thread is
+        that runtime's to take, by a compare-and-set on its row, when a run of the thread
+        registers there (``Runtime.register``): it is left waiting, not rejected. Read from
+        this log, never taken from the listing's word: a worker of its own log (whose runs
+        this log has no row of) would never take it. A graph run saved no row before its
+        first snapshot tick: until then it reads as not sharing (rejected, as before). Each
+        runtime found sharing is remembered, and one found not sharing by a finished agent
+        run of its (which claimed its row when it started); a store that fails reads as not
+        sharing. A wrong "not sharing" is safe: the command is rejected as before."""
+        owner = snapshot.get("owner")
+        run_id = snapshot.get("run_id")
+        if not isinstance(owner, str) or not isinstance(run_id, str) or not owner:
+            return False
+        if owner == self.runtime.router.owner:
+            return False  # this worker's own run would have taken it
+        known = self._sharing.get(owner)
+        if known is not None:
+            return known
+        try:
+            row = await self.runtime.store.load_run(run_id)
+        except StoreError as exc:
+            log.warning("could not read run %s from the steering log's store: %s", run_id, exc)
+            return False
+        shared = row is not None and row.get("owner") == owner
+        if shared or (snapshot.get("kind") == "agent" and snapshot.get("status") not in _LIVE):
+            self._sharing[owner] = shared
+            if len(self._sharing) > _SHARING_KEPT:
+                self._sharing.pop(next(iter(self._sharing)))
+        return shared
 
     async def _refuse_logged(self, cmd: SteeringCommand, owner: str) -> None:
         """End ``cmd``, deferred here in a durable steering log, ``rejected`` (``ELSEWHERE``):

@@ -403,6 +403,26 @@ class SteeringRouter:
             raise
         return receipt.status == ReceiptStatus.REJECTED
 
+    async def forget_taken(self, cmd: SteeringCommand) -> bool:
+        """Drop ``cmd`` (``logged_for_threads``) with no event if another runtime sharing the
+        durable log took or settled it since it was deferred here (a run of its thread
+        there took it from the log: ``Runtime.register``), read from the log now
+        (``_settled_elsewhere``): left here, its copy waited for a run of its thread here
+        that may never come. True once dropped (or ended here: this router's own refusal,
+        whose reply was lost); else it waits on, as when the log cannot be read
+        (``StoreError``, raised)."""
+        taken = self._take_waiting(cmd, logged=True)
+        if taken is None:
+            return False
+        thread, tracked = taken
+        gone = False
+        try:
+            gone = await self._settled_elsewhere(tracked)
+        finally:
+            if not gone and tracked.key in self._tracked:
+                await self._wait_again(thread, tracked)
+        return gone
+
     async def hand_off(
         self, cmd: SteeringCommand, send: Callable[[SteeringCommand], Awaitable[bool]]
     ) -> bool:
