@@ -697,9 +697,13 @@ class SteeringRouter:
     def taken_over(self, pending: list[tuple[SteeringCommand, str, str | None]]) -> int:
         """``restore`` the commands of ``pending`` this router has not seen: those another
         process on the store accepted for a run that goes on here now (that process died, and
-        this one was open before they were logged, so its ``restore`` at open missed them).
-        Returns how many."""
-        fresh = [p for p in pending if _key(p[0]) not in self._seen]
+        this one was open before they were logged, so its ``restore`` at open missed them),
+        or another runtime sharing the log deferred for a thread a run of which registers
+        here. Not one this router logged itself with its reply lost (``_unsure``): the retry
+        of that submit takes its row over. Returns how many."""
+        fresh = [
+            p for p in pending if _key(p[0]) not in self._seen and _key(p[0]) not in self._unsure
+        ]
         if fresh:
             self.restore(fresh)
         return len(fresh)
