@@ -16,7 +16,7 @@ from services import drop_pg_schemas, pg_schema, postgres_dsn
 
 from tinyagents import Runtime
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
-from tinyagents.runs.info import RunStatus
+from tinyagents.runs import RunStatus
 from tinyagents.testkit import fake_agent
 
 OPERATOR = SteeringActor.human("olga", tenant_id="acme", scopes=["agent:control"])

@@ -193,7 +193,9 @@ class Store(ABC):
     @abstractmethod
     async def open_commands(self, *, thread_id: str | None = None) -> list[StoredCommand]:
         """Commands that never reached a terminal state (accepted or deferred), oldest first;
-        with ``thread_id``, only those logged for that thread (an indexed read).
+        with ``thread_id``, only those logged for that thread (an indexed read, made at
+        every start of a run with a thread: ``Runtime.register`` takes the thread's
+        ``deferred`` commands another runtime sharing the log deferred).
 
         A stored command that no longer validates (written by an older version, or damaged) is
         marked ``failed`` in the log with the reason and left out: it never blocks the rest.
