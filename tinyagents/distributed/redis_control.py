@@ -118,6 +118,15 @@ ELSEWHERE = (
     "durable steering log is not handed to another worker: send it again (a new "
     "correlation id) to reach that run"
 )
+#: The reason a thread command deferred in a steering log this worker shares with the worker
+#: of the thread's live run is ended ``rejected``: that run registered before the command was
+#: logged, so it never reads it (a run registering later takes it from the log), and it waited
+#: ``receipt_timeout_s`` untaken.
+PASSED_OVER = (
+    "the thread's run on worker {owner!r} started before this command was logged in the "
+    "steering log the workers share, so it does not take it: send it again (a new "
+    "correlation id) to reach that run"
+)
 _LIVE = frozenset({"running", "paused", "interrupted"})
 #: How many runtimes known to share this worker's steering log ``RedisControl`` remembers.
 _SHARING_KEPT = 1024
@@ -219,6 +228,10 @@ class RedisControl:
         #: Whether each runtime (by ``runtime_id``) shares this worker's durable steering log
         #: (``_shares_log``), at most ``_SHARING_KEPT``, oldest dropped first.
         self._sharing: dict[str, bool] = {}
+        #: When each thread command deferred in the shared log was first seen here untaken
+        #: while its thread's live run is on a worker sharing the log (``monotonic``), by
+        #: ``_key``: once ``receipt_timeout_s`` passed, that run passed it over.
+        self._passed_over: dict[tuple[str, str], float] = {}
         #: Held while thread commands are handed to another worker, and by a thread command
         #: sent while some wait here: the thread's commands reach its run in the order sent.
         self._handing = asyncio.Lock()
@@ -637,7 +650,10 @@ class RedisControl:
         on any worker. A command whose owner does not take it (Redis down, the owner
         stopping, its run ended meanwhile) waits here again for the next round. One a
         durable steering log holds is not handed over: it is ended ``rejected`` once its
-        thread's run is listed elsewhere (``_refuse_logged``)."""
+        thread's run is listed on a worker that does not share the log (``_refuse_logged``);
+        a worker that shares it takes it from the log when a run of the thread registers
+        there, and one whose live run has not taken it within ``receipt_timeout_s`` (that
+        run registered before it was logged) gets it ``rejected`` too (``PASSED_OVER``)."""
         while True:
             await asyncio.sleep(self.heartbeat_s)
             waiting = [
@@ -672,13 +688,26 @@ class RedisControl:
                 if newest is not None:
                     async with self._handing:
                         await self._hand_off(cmd, str(newest["worker"]))
+            self._passed_over = {
+                key: since
+                for key, since in self._passed_over.items()
+                if key in {_key(cmd) for cmd, _ in logged}
+            }
             for cmd, tenant in logged:
                 thread_id = getattr(cmd.target, "thread_id", "")
                 newest = _newest_on_thread(snapshots, thread_id, tenant)
                 if newest is not None and not await self._shares_log(newest):
                     await self._refuse_logged(cmd, str(newest["worker"]))
                 elif await self._run_on_shared_log(snapshots, thread_id, tenant):
-                    await self._forget_taken(cmd)
+                    if await self._forget_taken(cmd) or newest is None:
+                        self._passed_over.pop(_key(cmd), None)
+                        continue
+                    # the thread's live run, on a worker sharing the log, has not taken it:
+                    # it is taking it now, or registered before it was logged and never will
+                    since = self._passed_over.setdefault(_key(cmd), time.monotonic())
+                    if time.monotonic() - since >= self.receipt_timeout_s:
+                        self._passed_over.pop(_key(cmd), None)
+                        await self._refuse_logged(cmd, str(newest["worker"]), PASSED_OVER)
 
     async def _run_on_shared_log(
         self, snapshots: list[dict[str, Any]], thread_id: str, tenant: str | None
@@ -695,13 +724,15 @@ class RedisControl:
                 return True
         return False
 
-    async def _forget_taken(self, cmd: SteeringCommand) -> None:
+    async def _forget_taken(self, cmd: SteeringCommand) -> bool:
         """Drop ``cmd``, deferred here in the shared durable log, if a runtime sharing it
-        took it (``SteeringRouter.forget_taken``); a store that fails leaves it waiting."""
+        took it (``SteeringRouter.forget_taken``): True once dropped; a store that fails
+        leaves it waiting (False)."""
         try:
-            await self.runtime.router.forget_taken(cmd)
+            return await self.runtime.router.forget_taken(cmd)
         except StoreError as exc:
             log.warning("thread command %s waits on here: %s", cmd.correlation_id, exc)
+            return False
 
     async def _shares_log(self, snapshot: dict[str, Any]) -> bool:
         """Whether the runtime that runs ``snapshot``'s run (another worker's, as listed)
@@ -737,16 +768,20 @@ class RedisControl:
                 self._sharing.pop(next(iter(self._sharing)))
         return shared
 
-    async def _refuse_logged(self, cmd: SteeringCommand, owner: str) -> None:
-        """End ``cmd``, deferred here in a durable steering log, ``rejected`` (``ELSEWHERE``):
-        its thread's run is on ``owner``, and the log's row cannot be handed there. Handing
+    async def _refuse_logged(
+        self, cmd: SteeringCommand, owner: str, reason: str = ELSEWHERE
+    ) -> None:
+        """End ``cmd``, deferred here in a durable steering log, ``rejected`` (``reason``,
+        ``ELSEWHERE`` by default; ``PASSED_OVER`` where ``owner`` shares the log but its run
+        registered before the command was logged): its thread's run is on ``owner``, and
+        the log's row cannot be handed there. Handing
         it over would need that row settled here in the same step as ``owner`` takes it;
         without that, this log's next runtime applies it again (each worker's own store),
         or ``owner``'s router finds its id logged and answers ``duplicate`` without running
         it (one shared log). Left waiting, its receipt stayed ``deferred`` while the run
         went on without it. A store that fails leaves it waiting for the next round."""
         try:
-            await self.runtime.router.refuse_logged(cmd, ELSEWHERE.format(owner=owner), POLICY)
+            await self.runtime.router.refuse_logged(cmd, reason.format(owner=owner), POLICY)
         except StoreError as exc:
             log.warning("thread command %s waits on here: %s", cmd.correlation_id, exc)
 
