@@ -61,7 +61,7 @@ from tinyagents.protocol.commands import (
 from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
 from tinyagents.runs.host import require_open
 from tinyagents.runs.info import RunInfo, RunStatus, withheld_below
-from tinyagents.runs.registry import check_parent_open, check_parent_tenant
+from tinyagents.runs.registry import check_parent_open, check_parent_tenant, parent_run_id
 from tinyagents.steering.conflicts import RedirectConflict
 from tinyagents.steering.policy import CheckPolicy, PolicyContext
 
@@ -291,7 +291,7 @@ async def start_graph_run(
         raise ConfigurationError(
             f"rt.start_graph(wait_on_interrupt=...) is True or False, got {wait_on_interrupt!r}"
         )
-    parent_id = parent if isinstance(parent, str) or parent is None else parent.run_id
+    parent_id = parent_run_id(parent)
     parent_handle = runtime.runs.get(parent_id) if parent_id is not None else None
     if parent_id is not None and parent_handle is None:  # as rt.start: never a dangling link
         raise UnknownTargetError(f"parent run {parent_id} is not registered in this runtime")

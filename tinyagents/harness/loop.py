@@ -123,7 +123,7 @@ from tinyagents.runs.info import (
     withheld_below,
 )
 from tinyagents.runs.limits import RunLimits
-from tinyagents.runs.registry import check_parent_open
+from tinyagents.runs.registry import check_parent_open, parent_run_id
 
 if TYPE_CHECKING:
     from tinyagents.events.bus import Subscription
@@ -2392,9 +2392,9 @@ async def _cancel_abandoned(handle: RunHandle, why: str) -> None:
 
 
 def _parent_info(runtime: RunHost, parent: RunHandle | str | None) -> RunInfo | None:
-    if parent is None:
+    run_id = parent_run_id(parent)
+    if run_id is None:
         return None
-    run_id = parent if isinstance(parent, str) else parent.run_id
     handle = runtime.runs.get(run_id)
     if handle is None:
         raise UnknownTargetError(f"parent run {run_id} is not registered in this runtime")

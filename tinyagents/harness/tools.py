@@ -49,12 +49,12 @@ from tinyagents.harness.model import Message, ToolCall, ToolSpec
 
 #: (Text, compiled with its first use by ``re``'s cache, not by ``import tinyagents``.)
 #: What OpenAI and most providers accept as a function name.
-_NAME_RE = r"^[A-Za-z0-9_-]{1,64}$"
+_NAME_RE = r"[A-Za-z0-9_-]{1,64}"
 
 
 def is_tool_name(name: object) -> bool:
     """Whether model providers accept ``name`` as a function name."""
-    return isinstance(name, str) and re.compile(_NAME_RE).match(name) is not None
+    return isinstance(name, str) and re.fullmatch(_NAME_RE, name) is not None
 
 
 #: The tool OpenAI's models sometimes call to call several at once, though nobody offers it.

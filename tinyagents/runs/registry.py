@@ -273,6 +273,20 @@ def _count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def parent_run_id(parent: object) -> str | None:
+    """The run id a ``parent=`` argument names: a ``RunHandle``'s, or the id given as text
+    (None: no parent). Anything else is a ``ConfigurationError``: an int was read as a
+    handle, and failed as an ``AttributeError`` on its ``run_id``."""
+    if parent is None or isinstance(parent, str):
+        return parent
+    if isinstance(parent, RunHandle):
+        return parent.run_id
+    raise ConfigurationError(
+        f"parent= takes a RunHandle or a run id (text), got {type(parent).__name__} "
+        f"{parent!r:.80}: the handle rt.start returned, or its run_id"
+    )
+
+
 def check_parent_open(parent: RunInfo) -> None:
     """Refuse a child of ``parent`` once it has ended: nothing would wait for the child, which
     would run on unseen (and its usage roll up into a run that is over)."""

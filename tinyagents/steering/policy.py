@@ -23,7 +23,7 @@ from dataclasses import field
 from typing import Any, Literal, Protocol, Self, SupportsIndex
 
 from tinyagents._record import Record, record
-from tinyagents.errors import InvalidCommandError
+from tinyagents.errors import ConfigurationError, InvalidCommandError
 from tinyagents.protocol.commands import SteeringCommand
 from tinyagents.runs.info import RunInfo
 from tinyagents.runs.tree import RunTree
@@ -136,6 +136,36 @@ class CheckPolicy(ABC):
         return await call_next(cmd)
 
 
+def _policies(policies: Iterable[Policy], start: int = 0) -> list[Policy]:
+    """``policies`` as a list, each one checked (``_policy``): text or a single policy is no
+    list of them."""
+    if isinstance(policies, (str, bytes)) or not isinstance(policies, Iterable):
+        raise ConfigurationError(
+            f"a pipeline takes a list of policies, got {type(policies).__name__} "
+            f"{policies!r:.80}; e.g. PolicyPipeline([*default_policies(), MyPolicy()])"
+        )
+    return [_policy(p, i) for i, p in enumerate(policies, start)]
+
+
+def _policy(policy: Policy, index: SupportsIndex) -> Policy:
+    """``policy`` if it is one: a callable with a ``policy_id`` (text), by which receipts and
+    events name the policy that decided. Anything else was taken, and the first command sent
+    failed with an ``AttributeError``."""
+    if not callable(policy):
+        raise ConfigurationError(
+            f"policy {index} is no policy: {type(policy).__name__} {policy!r:.80}; a policy is "
+            "async (cmd, ctx, call_next) -> Decision, with a policy_id (or a CheckPolicy)"
+        )
+    policy_id = getattr(policy, "policy_id", None)
+    if not isinstance(policy_id, str) or not policy_id:
+        name = getattr(policy, "__name__", type(policy).__name__)
+        raise ConfigurationError(
+            f"policy {index} ({name}) has no policy_id (text), by which receipts and events "
+            f"name the policy that decided; set one, e.g. {name}.policy_id = {name!r}"
+        )
+    return policy
+
+
 class PolicyList(list[Policy]):
     """A list of policies that counts its changes, so a chain folded from it knows it is stale.
 
@@ -146,22 +176,22 @@ class PolicyList(list[Policy]):
     __slots__ = ("changes",)
 
     def __init__(self, policies: Iterable[Policy] = (), *, changes: int = 0) -> None:
-        super().__init__(policies)
+        super().__init__(_policies(policies))
         self.changes = changes
 
     def _changed(self) -> None:
         self.changes += 1
 
     def append(self, policy: Policy) -> None:
-        super().append(policy)
+        super().append(_policy(policy, len(self)))
         self._changed()
 
     def extend(self, policies: Iterable[Policy]) -> None:
-        super().extend(policies)
+        super().extend(_policies(policies, len(self)))
         self._changed()
 
     def insert(self, index: SupportsIndex, policy: Policy) -> None:
-        super().insert(index, policy)
+        super().insert(index, _policy(policy, index))
         self._changed()
 
     def remove(self, policy: Policy) -> None:
@@ -185,7 +215,8 @@ class PolicyList(list[Policy]):
         self._changed()
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        super().__setitem__(index, value)
+        checked = _policies(value) if isinstance(index, slice) else _policy(value, index)
+        super().__setitem__(index, checked)
         self._changed()
 
     def __delitem__(self, index: Any) -> None:

@@ -51,11 +51,21 @@ def sqlite_path(spec: str, *, what: str = "store") -> str:
     return path
 
 
+#: What ends a folder's name in a path (``/``; and ``\\`` where it separates folders).
+_SEPARATORS = tuple({"/", os.sep, os.altsep or "/"})
+
+
 def check_file_name(path: str, *, what: str = "store") -> str:
     """``path`` if a file can have it, else a ``ConfigurationError``: a NUL, or a lone
     surrogate the file system's encoding has no bytes for (one ``os.fsdecode`` made of an
     undecodable byte has some). They failed at open, as a bare ``ValueError`` or
-    ``UnicodeEncodeError``, or as a file that would not open."""
+    ``UnicodeEncodeError``, or as a file that would not open. A path ending in a slash names
+    a folder: SQLite made a file of the folder's name there."""
+    if path.endswith(_SEPARATORS):
+        raise ConfigurationError(
+            f"{what} file name {path!a} ends in a slash: it names a folder, not a file; name "
+            f"a file in it, e.g. {path + 'runs.db'!a} (nothing was made)"
+        )
     if "\x00" in path:
         problem = "it holds a NUL"
     else:

@@ -51,6 +51,7 @@ from pydantic import (
 from tinyagents.errors import ConfigurationError
 from tinyagents.harness.litellm_model import api_base_problem, env_name_problem
 from tinyagents.harness.model import Model
+from tinyagents.harness.tools import is_tool_name
 from tinyagents.supervisor.findings import Finding
 from tinyagents.supervisor.graphs import graph_findings, tool_findings, tools_missing
 from tinyagents.supervisor.settings import (
@@ -167,7 +168,7 @@ class ToolRepeated(_Strict):
 
     _what: ClassVar[str] = "tool_repeated rule"
     when: Literal["tool_repeated"] = "tool_repeated"
-    tool: ShownText | None = None
+    tool: Annotated[ShownText, AfterValidator(_a_tool_name)] | None = None
     count: int = Field(default=3, ge=1, le=MAX_COUNT)
     then: Action | None = None
 
@@ -226,6 +227,17 @@ def _fits_a_command(value: str) -> str:
     too large), at run time, where no one reads why."""
     if len(value) > MAX_MESSAGE:
         raise ValueError(f"must be at most {MAX_MESSAGE:,} characters, a steer carries it")
+    return value
+
+
+def _a_tool_name(value: str) -> str:
+    """A ``tool_repeated`` rule's tool: a name a tool can have. The supervisor counts only the
+    tools a run was granted, each so named: a rule for ``web search`` never fired."""
+    if not is_tool_name(value):
+        raise ValueError(
+            f"{value!a} is a name no tool can have (1-64 letters, digits, '_' or '-'), so the "
+            "rule could never fire: name the tool as the agent's tools list it"
+        )
     return value
 
 

@@ -1,0 +1,198 @@
+"""A hostile or careless user's seventh round: a run's parent, a store file's name, a
+supervisor rule's tool, the steering policies, the run registry's lookups, given what they
+do not take. (The operator API's probes of this round are in
+``tests/server/test_hostile_api_7.py``.)
+
+Each test is a probe that found something (named in its docstring) or holds a decision down.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any, TypedDict
+
+import pytest
+
+from tinyagents import Agent, PolicyPipeline, Runtime, SupervisorSpec
+from tinyagents.errors import ConfigurationError
+from tinyagents.graph import START, StateGraph
+from tinyagents.store import SqliteStore
+from tinyagents.store.checkpoint import SqliteCheckpointer
+from tinyagents.supervisor import SupervisorSpecError
+from tinyagents.testkit import ScriptedModel
+
+
+class Count(TypedDict):
+    n: int
+
+
+def _graph() -> Any:
+    return StateGraph(Count).add_node("inc", lambda s: {"n": s["n"] + 1}).add_edge(START, "inc")
+
+
+# -- a run's parent ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("parent", [5, b"r-1", ["r-1"], 1.5], ids=repr)
+async def test_a_parent_that_is_no_run_handle_nor_run_id_is_refused(parent: Any) -> None:
+    """Found: ``rt.start(agent, "task", parent=5)`` (and ``graph.start(..., parent=5)``) was
+    ``AttributeError: 'int' object has no attribute 'run_id'``. Now a ``ConfigurationError``
+    saying what ``parent=`` takes, and no run is started."""
+    async with Runtime() as rt:
+        with pytest.raises(ConfigurationError, match="parent= takes a RunHandle or a run id"):
+            await rt.start(Agent("child", ScriptedModel(["done"])), "task", parent=parent)
+        with pytest.raises(ConfigurationError, match="parent= takes a RunHandle or a run id"):
+            await _graph().compile().start({"n": 1}, runtime=rt, parent=parent)
+        assert rt.runs.list() == []
+
+
+async def test_a_parent_given_as_a_handle_or_its_id_is_still_taken() -> None:
+    async with Runtime() as rt:
+        top = await rt.start(Agent("top", ScriptedModel(["done"])), "task")
+        by_handle = await rt.start(Agent("a", ScriptedModel(["done"])), "task", parent=top)
+        by_id = await _graph().compile().start({"n": 1}, runtime=rt, parent=top.run_id)
+        assert by_handle.info.parent_run_id == by_id.info.parent_run_id == top.run_id
+        for handle in (top, by_handle, by_id):
+            await handle.result()
+
+
+# -- a store file's name ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["url", "store", "checkpointer", "checkpointer-url"])
+async def test_a_store_path_ending_in_a_slash_is_refused_not_made_a_file(
+    tmp_path: Path, how: str
+) -> None:
+    """Found: ``Runtime(store="sqlite:///runs/")`` (a folder, by its slash) made a SQLite file
+    named ``runs``, and ``SqliteCheckpointer("graphs/")`` one named ``graphs``: a later
+    ``runs/x.db`` then failed, its folder being a file. A path ending in a slash names a
+    folder: refused, naming it, and nothing is made."""
+    folder = tmp_path / "runs"
+    path = f"{folder}{os.sep}"
+    with pytest.raises(ConfigurationError, match="ends in a slash: it names a folder"):
+        if how == "url":
+            async with Runtime(store=f"sqlite:///{path}"):
+                pass
+        elif how == "store":
+            SqliteStore(path)
+        elif how == "checkpointer":
+            SqliteCheckpointer(path)
+        else:
+            SqliteCheckpointer(f"sqlite:///{path}")
+    assert not folder.exists()
+
+
+async def test_a_store_path_naming_a_file_is_still_taken(tmp_path: Path) -> None:
+    async with Runtime(store=f"sqlite:///{tmp_path / 'runs' / 'runs.db'}"):
+        pass
+    with sqlite3.connect(tmp_path / "runs" / "runs.db") as db:
+        assert db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
+
+
+# -- a supervisor rule's tool -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "tool", ["web search", "se\u202earch", "search()", "t" * 65, "名前"], ids=repr
+)
+def test_a_tool_repeated_rule_naming_no_possible_tool_is_refused(tool: str) -> None:
+    """Found: a ``tool_repeated`` rule took any text as its tool (``web search``, one with a
+    right-to-left override, 65 letters), though the supervisor counts only the tools a run
+    was granted, and a tool's name is 1-64 letters, digits, ``_`` or ``-``: the rule could
+    never fire, and nothing said so (``tinyagents validate`` warns only for a graph's
+    agents). Now the spec is refused naming the rule's line, in YAML as in Python."""
+    text = f'rules:\n  - when: tool_repeated\n    tool: "{tool}"\n'
+    with pytest.raises(SupervisorSpecError, match=r"line 3: rules\.0\.tool: .* no tool can have"):
+        SupervisorSpec.from_yaml(text)
+    with pytest.raises(SupervisorSpecError, match="no tool can have"):
+        SupervisorSpec(rules=[{"when": "tool_repeated", "tool": tool}])
+
+
+def test_a_tool_repeated_rule_naming_a_tool_name_is_still_taken() -> None:
+    spec = SupervisorSpec.from_yaml("rules:\n  - when: tool_repeated\n    tool: web-search_2\n")
+    assert spec.rules[0].tool == "web-search_2"  # type: ignore[union-attr]
+
+
+# -- the steering policies --------------------------------------------------------------------
+
+
+async def _pass_on(cmd: Any, ctx: Any, call_next: Any) -> Any:
+    return await call_next(cmd)
+
+
+@pytest.mark.parametrize(
+    ("policies", "says"),
+    [
+        ([5], "policy 0 is no policy: int"),
+        ("ab", "a list of policies, got str"),
+        ([None], "policy 0 is no policy: NoneType"),
+        ([_pass_on], "policy 0 (_pass_on) has no policy_id"),
+    ],
+    ids=["int", "text", "none", "function-without-id"],
+)
+def test_a_policy_pipeline_of_what_no_policy_is_is_refused_when_made(
+    policies: Any, says: str
+) -> None:
+    """Found: ``PolicyPipeline([5])``, ``PolicyPipeline("ab")`` and a list holding a plain
+    ``async (cmd, ctx, call_next)`` function (the shape docs/concepts.md gives, without the
+    ``policy_id`` the pipeline names its decisions by) were taken, and the first command
+    sent failed with ``AttributeError: ... has no attribute 'policy_id'``. Now the pipeline
+    refuses it when made, and when one is added later, saying which and what it needs."""
+    with pytest.raises(ConfigurationError, match=re.escape(says)):
+        PolicyPipeline(policies)
+    pipeline = PolicyPipeline([])
+    if isinstance(policies, list):
+        with pytest.raises(ConfigurationError, match=r"is no policy|has no policy_id"):
+            pipeline.insert(policies[0])
+        with pytest.raises(ConfigurationError, match=r"is no policy|has no policy_id"):
+            pipeline.policies.append(policies[0])
+        with pytest.raises(ConfigurationError, match=r"is no policy|has no policy_id"):
+            pipeline.policies = policies
+    assert pipeline.ids == []
+
+
+async def test_a_function_policy_with_a_policy_id_still_decides() -> None:
+    seen: list[str] = []
+
+    async def audit(cmd: Any, ctx: Any, call_next: Any) -> Any:
+        seen.append(cmd.kind.value)
+        return await call_next(cmd)
+
+    audit.policy_id = "audit"  # type: ignore[attr-defined]
+    async with Runtime(policies=PolicyPipeline([audit])) as rt:
+        handle = await rt.start(Agent("a", ScriptedModel(["done"])), "task")
+        await handle.steer("look")
+        await handle.result()
+    assert seen == ["add_instruction"]
+
+
+# -- a tool's name ----------------------------------------------------------------------------
+
+
+def _look(q: str) -> str:
+    """Look ``q`` up."""
+    return q
+
+
+@pytest.mark.parametrize("name", ["search\n", "a" * 64 + "\n"], ids=repr)
+def test_a_tool_name_ending_in_a_newline_is_refused(name: str) -> None:
+    """Found: the tool name rule (``^[A-Za-z0-9_-]{1,64}$``) was matched with ``re.match``,
+    whose ``$`` also matches before a last newline: ``@tool(name="search\\n")`` was taken,
+    and offered to the model under a name providers refuse (and no call of ``search``
+    could reach). A supervisor rule took it too. Now refused, as any other name a tool
+    cannot have."""
+    from tinyagents import tool
+
+    with pytest.raises(ConfigurationError, match="is not accepted by model providers"):
+        tool(name=name)(_look)
+    with pytest.raises(SupervisorSpecError, match="no tool can have"):
+        SupervisorSpec(rules=[{"when": "tool_repeated", "tool": name}])
+
+
+def test_a_tool_name_of_64_characters_is_still_taken() -> None:
+    from tinyagents import tool
+
+    assert tool(name="a" * 64)(_look).name == "a" * 64
