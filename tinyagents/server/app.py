@@ -673,10 +673,11 @@ class OperatorApi(Record):
         await lookup(run_id, tenant_id=_NO_TENANT)
         raise not_found()
 
-    async def visible_root(self, p: Principal, run_id: str) -> dict[str, Any]:
+    async def visible_root(self, p: Principal, run_id: str, where: str = "query") -> dict[str, Any]:
         """The snapshot of a ``?root_run_id=`` filter's run, as ``visible_run``; a run that is
         not the root of its tree is a 422 naming its root (the filter would keep nothing:
-        runs and events are filed under their root)."""
+        runs and events are filed under their root). ``where``: the filter's place, for
+        the 422's ``loc`` (``"body"``: a ticket's)."""
         snap = await self.visible_run(p, run_id)
         root = snap.get("root_run_id") or run_id
         if root != run_id:
@@ -684,8 +685,29 @@ class OperatorApi(Record):
                 422,
                 f"run {run_id} is not the root of its tree (its root is {root}): "
                 f"?root_run_id= takes a root; /runs/{run_id}/tree lists the run and its subtree",
-                loc=("query", "root_run_id"),
+                loc=(where, "root_run_id"),
             )
+        return snap
+
+    async def stream_scope(
+        self, p: Principal, run_id: str | None, root_run_id: str | None, where: str = "query"
+    ) -> dict[str, Any] | None:
+        """What an event stream's ``run_id`` and ``root_run_id`` filters name, checked as the
+        stream and its ticket both take them: each a run the caller may see (404), the root a
+        root (422), and the run in the root's tree (422: both filters together keep nothing,
+        a stream silent for good). The run's snapshot, or None without ``run_id``."""
+        snap = None
+        if run_id is not None:
+            snap = await self.visible_run(p, run_id)
+        if root_run_id is not None:
+            await self.visible_root(p, root_run_id, where)
+            if snap is not None and (snap.get("root_run_id") or run_id) != root_run_id:
+                raise Problem(
+                    422,
+                    f"run {run_id} is not in the tree of {root_run_id} (its root is "
+                    f"{snap.get('root_run_id') or run_id}): pass ?run_id= or ?root_run_id=",
+                    loc=(where, "root_run_id"),
+                )
         return snap
 
     async def visible_runs(self, p: Principal, snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -1887,19 +1909,8 @@ def create_app(
         ] = True,
         p: Principal = Depends(stream_caller),
     ) -> StreamingResponse:
-        entry = snap = None
-        if run_id is not None:
-            snap = await api.visible_run(p, run_id)
-            entry = EntryScope.of(snap)
-        if root_run_id is not None:
-            await api.visible_root(p, root_run_id)
-            if snap is not None and (snap.get("root_run_id") or run_id) != root_run_id:
-                raise Problem(  # both filters together keep nothing: not a silent stream
-                    422,
-                    f"run {run_id} is not in the tree of {root_run_id} (its root is "
-                    f"{snap.get('root_run_id') or run_id}): pass ?run_id= or ?root_run_id=",
-                    loc=("query", "root_run_id"),
-                )
+        snap = await api.stream_scope(p, run_id, root_run_id)
+        entry = None if snap is None else EntryScope.of(snap)
         for where, name, text in (
             ("query", "last_event_id", request.query_params.get("last_event_id")),
             # empty: no id, as the SSE spec has it (an ``id:`` field with no value resets a
@@ -2003,7 +2014,10 @@ def create_app(
                 "unsupported_media_type: the body is compressed (Content-Encoding), or its "
                 "Content-Type names no JSON (or it has none): send it as application/json"
             ),
-            422: error("the body is invalid, or root_run_id names no root"),
+            422: error(
+                "the body is invalid, root_run_id names no root, or run_id is a run outside "
+                "root_run_id's tree (the stream would refuse them)"
+            ),
         },
         summary="A ticket that opens one event stream, once",
     )
@@ -2015,10 +2029,7 @@ def create_app(
         stream then lasts as long as the token would (it ends when the token expires)."""
         body = body or TicketBody()
         # what the stream would refuse is refused now (a client learns it before it opens)
-        if body.run_id is not None:
-            await api.visible_run(p, body.run_id)
-        if body.root_run_id is not None:
-            await api.visible_root(p, body.root_run_id)
+        await api.stream_scope(p, body.run_id, body.root_run_id, "body")
         await api.observe_filter(p)  # (a 403 without agent:observe)
         return {
             "ticket": api.ticket(p, body.run_id, body.root_run_id),
