@@ -8,19 +8,20 @@ Each test is a probe that found something (named in its docstring) or holds a de
 
 from __future__ import annotations
 
+import operator
 import os
 import re
 import sqlite3
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
 import pytest
 
 from tinyagents import Agent, PolicyPipeline, Runtime, SupervisorSpec
-from tinyagents.errors import ConfigurationError
+from tinyagents.errors import ConfigurationError, InvalidUpdateError
 from tinyagents.graph import START, StateGraph
 from tinyagents.store import SqliteStore
-from tinyagents.store.checkpoint import SqliteCheckpointer
+from tinyagents.store.checkpoint import MemoryCheckpointer, SqliteCheckpointer
 from tinyagents.supervisor import SupervisorSpecError
 from tinyagents.testkit import ScriptedModel
 
@@ -196,3 +197,102 @@ def test_a_tool_name_of_64_characters_is_still_taken() -> None:
     from tinyagents import tool
 
     assert tool(name="a" * 64)(_look).name == "a" * 64
+
+
+# -- a graph's reducers -----------------------------------------------------------------------
+
+
+class Log(TypedDict):
+    log: Annotated[list, operator.add]
+
+
+def _logged(state: Log) -> dict[str, Any]:
+    return {"log": ["ran"]}
+
+
+@pytest.mark.parametrize("saver", [None, "memory"])
+@pytest.mark.parametrize("value", [5, "ab", None], ids=repr)
+async def test_an_input_its_reducer_refuses_is_an_invalid_update_naming_the_key(
+    saver: str | None, value: Any
+) -> None:
+    """Found: ``graph.run({"log": 5})`` on an ``Annotated[list, operator.add]`` key raised
+    the reducer's bare ``TypeError: can only concatenate list (not "int") to list``, where
+    ``update_state`` with the same value is an ``InvalidUpdateError`` naming the key and its
+    reducer. Now the input is refused as the update is; nothing is saved."""
+    graph = StateGraph(Log).add_node("n", _logged).add_edge(START, "n")
+    compiled = graph.compile(checkpointer=MemoryCheckpointer() if saver else None)
+    thread = {"thread_id": "t"} if saver else {}
+    with pytest.raises(InvalidUpdateError, match=r"the reducer of 'log' \(add\) refused the input"):
+        await compiled.run({"log": value}, **thread)
+    if saver:
+        assert (await compiled.history("t")) == []
+        result = await compiled.run({"log": ["in"]}, thread_id="t")
+        assert result.state == {"log": ["in", "ran"]}
+
+
+async def _async_add(current: list[Any], update: list[Any]) -> list[Any]:
+    return current + update
+
+
+def _generator_add(current: list[Any], update: list[Any]) -> Any:
+    yield current + update
+
+
+class AsyncReduced(TypedDict):
+    log: Annotated[list, _async_add]
+
+
+class GeneratorReduced(TypedDict):
+    log: Annotated[list, _generator_add]
+
+
+@pytest.mark.parametrize(
+    ("state", "fn"),
+    [(AsyncReduced, "_async_add"), (GeneratorReduced, "_generator_add")],
+    ids=["async", "generator"],
+)
+def test_a_reducer_that_returns_no_value_when_called_is_refused(state: type, fn: str) -> None:
+    """Found: an ``async def`` reducer (or a generator function) was taken, and the run
+    ended ``completed`` with a coroutine (a generator) as the key's value, and a
+    "coroutine was never awaited" warning: a reducer is called, never awaited. Now the state
+    is refused when the graph is built, naming the key and the function."""
+    with pytest.raises(
+        ConfigurationError, match=f"the reducer of 'log' in {state.__name__} is {fn}"
+    ):
+        StateGraph(state)
+
+
+# -- streams ----------------------------------------------------------------------------------
+
+
+async def _drain(stream: Any) -> list[Any]:
+    return [item async for item in stream]
+
+
+@pytest.mark.parametrize("mode", [5, None], ids=repr)
+async def test_an_agent_run_stream_of_no_mode_is_refused_saying_which_it_takes(mode: Any) -> None:
+    """Found: ``handle.stream(5)`` (or ``None``) of an agent run was ``TypeError: 'int'
+    object is not iterable``; ``"bogus"`` was already told the modes it takes. Now both,
+    as a graph's stream refuses them."""
+    async with Runtime() as rt:
+        handle = await rt.start(Agent("a", ScriptedModel(["done"])), "task")
+        with pytest.raises(ConfigurationError, match="an agent run streams 'events'"):
+            handle.stream(mode)
+        await handle.result()
+
+
+@pytest.mark.parametrize("subgraphs", ["no", 0, 1, None], ids=repr)
+async def test_subgraphs_that_is_no_bool_is_refused(subgraphs: Any) -> None:
+    """Found: ``graph.stream(..., subgraphs="no")`` was read as true (non-empty text): every
+    item came as a ``(namespace, payload)`` pair, which a caller reading payloads then
+    misread; ``get_state(thread, subgraphs="no")`` read the sub-graphs' states. Now
+    ``subgraphs`` is ``True`` or ``False``, else a ``ConfigurationError``, as ``observe_only``
+    and ``testing=`` are."""
+    compiled = _graph().compile(checkpointer=MemoryCheckpointer())
+    with pytest.raises(ConfigurationError, match="subgraphs= is True or False"):
+        await _drain(compiled.stream({"n": 1}, thread_id="t", subgraphs=subgraphs))
+    await compiled.run({"n": 1}, thread_id="t")
+    with pytest.raises(ConfigurationError, match="subgraphs= is True or False"):
+        await compiled.get_state("t", subgraphs=subgraphs)
+    plain = await _drain(compiled.stream({"n": 1}, thread_id="t2", subgraphs=False))
+    assert plain == [{"n": 1}, {"n": 2}]

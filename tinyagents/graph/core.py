@@ -389,8 +389,20 @@ class GraphCore:
     ) -> dict[str, Any]:
         """The first step of a run from input, on ``head`` (not saved): ``writes`` through
         the reducers and the frontier from START (and ``goto``). Returns the deltas of the
-        writes."""
-        delta = self.apply_writes(head.values, list(writes.items()))
+        writes. A value a reducer refuses is an ``InvalidUpdateError`` naming its key, as
+        ``update_state``'s (it was the reducer's bare error)."""
+        delta: dict[str, Any] = {}
+        for key, value in writes.items():  # one key at a time: the refused one is named
+            try:
+                delta.update(self.apply_writes(head.values, [(key, value)]))
+            except InvalidUpdateError:
+                raise
+            except Exception as exc:
+                reducer = self.schema.channels[key].reducer.name
+                raise InvalidUpdateError(
+                    f"the reducer of {key!r} ({reducer}) refused the input: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
         frontier = self.simple_next.get(START)
         if frontier is None:
             # a router on START runs before the first step: as LangGraph's, it sees the

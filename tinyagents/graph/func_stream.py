@@ -16,6 +16,7 @@ from tinyagents.graph.executor import GraphRun
 from tinyagents.graph.stream import CACHED_KEY, GRAPHS_MODE, INTERRUPT_KEY, GraphStream
 from tinyagents.graph.tasks import Task as GraphTask
 from tinyagents.graph.tasks import shown_writes, task_id
+from tinyagents.graph.types import check_subgraphs
 
 #: The arguments of the task call running in this context: read by the node of the task's
 #: sub-graph, never saved (a resumed call gets them again from the entrypoint's new run).
@@ -195,6 +196,7 @@ def sink_for(graph: Any, mode: str | Iterable[str], subgraphs: bool) -> GraphStr
     """The stream sink of a run of ``graph`` (its ``stream_class``, else a
     ``SubgraphsStream``, for the entrypoints and task calls that may run inside it), of
     ``mode`` (``GRAPHS_MODE``: the graph's ``stream_mode``)."""
+    check_subgraphs(subgraphs)
     if mode is GRAPHS_MODE:
         mode = graph.stream_mode
     if graph.stream_class is not None:

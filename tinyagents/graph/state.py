@@ -486,9 +486,25 @@ def _split(annotation: Any) -> tuple[Any, Any]:
 def _check_reducer(cls: Any, name: str, fn: Any) -> None:
     """A reducer function is called ``fn(current, update)``: one that cannot take two values
     is refused when the schema is read, as LangGraph's ``StateGraph`` refuses it, not at the
-    first step that writes the channel. A builtin whose signature cannot be read is taken."""
+    first step that writes the channel. A builtin whose signature cannot be read is taken.
+    An ``async def`` or generator function is refused too: it is called, never awaited or
+    iterated, and its coroutine (generator) became the key's value."""
     if isinstance(fn, Reducer):
         return
+    made = (
+        "a coroutine (async def)"
+        if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)
+        else "a generator"
+        if inspect.isgeneratorfunction(fn)
+        else None
+    )
+    if made is not None:
+        raise ConfigurationError(
+            f"the reducer of {name!r} in {getattr(cls, '__name__', cls)} is "
+            f"{getattr(fn, '__name__', fn)}, which makes {made} when called: a reducer is "
+            "called, never awaited, and returns the new value; make it a plain function "
+            "(current, update) -> new"
+        )
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):

@@ -33,7 +33,14 @@ from tinyagents.graph.session import (
 )
 from tinyagents.graph.session import update_state as save_update
 from tinyagents.graph.tasks import Task, collected, shown, task_id
-from tinyagents.graph.types import START, CheckpointInfo, StateSnapshot, StateUpdate, TaskState
+from tinyagents.graph.types import (
+    START,
+    CheckpointInfo,
+    StateSnapshot,
+    StateUpdate,
+    TaskState,
+    check_subgraphs,
+)
 from tinyagents.runs.info import check_id
 from tinyagents.store.checkpoint.base import check_limit
 
@@ -59,7 +66,7 @@ async def get_state(
     default); with ``subgraphs`` each task carries the states of the sub-graphs it ran."""
     cp = require_checkpointer(graph, "get_state")
     check_id(thread_id, "thread_id")
-    snap = await _snapshot(graph, cp, thread_id, "", checkpoint_id, subgraphs)
+    snap = await _snapshot(graph, cp, thread_id, "", checkpoint_id, check_subgraphs(subgraphs))
     if snap is None:
         if checkpoint_id is not None:
             raise UnknownTargetError(f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}")

@@ -31,6 +31,16 @@ def node_name(name: str) -> str:
     return name if type(name) is str or not isinstance(name, str) else str.__str__(name)
 
 
+def check_subgraphs(subgraphs: object) -> bool:
+    """``subgraphs=`` of a stream or ``get_state``: ``True`` or ``False``. ``"no"`` (text) was
+    read as true, and each item came as a ``(namespace, payload)`` pair."""
+    if type(subgraphs) is not bool:
+        raise ArgumentError(
+            f"subgraphs= is True or False, got {type(subgraphs).__name__} {subgraphs!r:.80}"
+        )
+    return subgraphs
+
+
 #: The statuses of ``GraphResult.status`` (a subset of ``RunStatus``).
 GraphStatus = Literal["completed", "interrupted", "failed", "cancelled"]
 

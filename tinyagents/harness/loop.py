@@ -1914,11 +1914,15 @@ class AgentRun(RunDriver):
     ) -> AsyncIterator[Any]:
         """``handle.stream()`` of an agent run: every event of the run and of the runs below it
         from now until the run ends (``mode="messages"``: only the ``model.delta`` pieces)."""
-        modes = {mode} if isinstance(mode, str) else set(mode)
+        try:
+            modes = {mode} if isinstance(mode, str) else set(mode)
+        except TypeError:  # no name nor an iterable of them (5, None): a bare TypeError
+            modes = {mode}  # type: ignore[arg-type]
         unknown = modes - {"events", "values", "messages"}
-        if unknown:
+        if unknown or not modes:
             raise ConfigurationError(
-                f"an agent run streams 'events' (all) or 'messages' (model.delta), not {sorted(unknown)}"
+                "an agent run streams 'events' (all) or 'messages' (model.delta), not "
+                f"{sorted(unknown, key=repr) or mode!r}"
             )
         return self._events(only_deltas=modes == {"messages"})
 
