@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
+from services import drop_pg_schemas, pg_schema, postgres_dsn
 
 from tinyagents import Agent, PolicyPipeline, Runtime, SupervisorSpec
-from tinyagents.errors import ConfigurationError, InvalidUpdateError
+from tinyagents.errors import ArgumentError, ConfigurationError, InvalidUpdateError
 from tinyagents.graph import START, StateGraph
 from tinyagents.store import SqliteStore
 from tinyagents.store.checkpoint import MemoryCheckpointer, SqliteCheckpointer
@@ -296,3 +297,53 @@ async def test_subgraphs_that_is_no_bool_is_refused(subgraphs: Any) -> None:
         await compiled.get_state("t", subgraphs=subgraphs)
     plain = await _drain(compiled.stream({"n": 1}, thread_id="t2", subgraphs=False))
     assert plain == [{"n": 1}, {"n": 2}]
+
+
+# -- the runtime's lookups --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite", "postgres"])
+async def test_a_lookup_by_an_id_no_run_can_have_finds_none_on_every_store(
+    tmp_path: Path, backend: str
+) -> None:
+    """Found: ``rt.load_steering_history("r\\x00")`` was ``[]`` in memory and on SQLite and a
+    ``StoreError`` on PostgreSQL ("invalid byte sequence for encoding UTF8"), which reads as
+    the store being out of reach; ``load_steering_history(5)`` the same, and ``rt.tree(5)``,
+    ``rt.steering_history(5)`` and ``rt.runs.list(tenant_id=5)`` answered "none" for a value
+    of the wrong type. Now a run id (or tenant) that is no text is an ``ArgumentError``, and
+    text no run can have (a NUL, a lone surrogate, past the length bound) finds nothing, on
+    every store."""
+    store = {"memory": None, "sqlite": f"sqlite:///{tmp_path / 'runs.db'}"}.get(backend)
+    if backend == "postgres":
+        store = f"{postgres_dsn()}?schema={pg_schema()}"
+    try:
+        await _look_up_odd_ids(store)
+    finally:
+        await drop_pg_schemas()
+
+
+async def _look_up_odd_ids(store: str | None) -> None:
+    async with Runtime(store=store) as rt:
+        for odd in ("r-\x00", "r-\ud800", "r" * 300):
+            assert await rt.load_steering_history(odd) == []
+            assert rt.steering_history(odd) == []
+            assert rt.tree(odd) is None
+            rt.forget(odd)
+        for wrong in (5, None, b"r-1"):
+            with pytest.raises(ArgumentError, match="is a run id"):
+                await rt.load_steering_history(wrong)  # type: ignore[arg-type]
+            with pytest.raises(ArgumentError, match="is a run id"):
+                rt.steering_history(wrong)  # type: ignore[arg-type]
+            with pytest.raises(ArgumentError, match="is a run id"):
+                rt.tree(wrong)  # type: ignore[arg-type]
+            with pytest.raises(ArgumentError, match="is a run id"):
+                rt.forget(wrong)  # type: ignore[arg-type]
+        with pytest.raises(ArgumentError, match="tenant_id is a tenant id"):
+            rt.runs.list(tenant_id=5)  # type: ignore[arg-type]
+        handle = await rt.start(Agent("a", ScriptedModel(["done"])), "task", tenant_id="acme")
+        await handle.steer("look")
+        await handle.result()
+        assert [i.run_id for i in rt.runs.list(tenant_id="acme")] == [handle.run_id]
+        assert rt.tree(handle.run_id) is not None
+        assert rt.steering_history(handle.run_id)
+        assert await rt.load_steering_history(handle.run_id)

@@ -56,7 +56,7 @@ from tinyagents.protocol.commands import (
 from tinyagents.protocol.state import CommandState
 from tinyagents.runs.handle import RunHandle, RunResult
 from tinyagents.runs.host import provide_private_host
-from tinyagents.runs.info import RunInfo, RunStatus
+from tinyagents.runs.info import RunInfo, RunStatus, lookup_id
 from tinyagents.runs.live import LiveRuns, pending_by_run
 from tinyagents.runs.registry import RunRegistry
 from tinyagents.runs.tree import RunTreeNode
@@ -818,12 +818,18 @@ class Runtime:
 
     def steering_history(self, run_id: str) -> list[SteeringEvent]:
         """That run's ``steering.*`` events, in order, while it is in memory (a released run
-        has none here: see ``load_steering_history``)."""
-        return self.router.history(run_id)
+        has none here: see ``load_steering_history``). A ``run_id`` that is no text is an
+        ``ArgumentError``; one no run can have has none."""
+        looked_up = lookup_id(run_id)
+        return [] if looked_up is None else self.router.history(looked_up)
 
     async def load_steering_history(self, run_id: str) -> list[SteeringEvent]:
         """That run's ``steering.*`` events, in order, also once the run was released: read
-        from the store's event log (without a store a released run's history is gone)."""
+        from the store's event log (without a store a released run's history is gone). A
+        ``run_id`` that is no text is an ``ArgumentError``; one no run can have has none, on
+        every store."""
+        if lookup_id(run_id) is None:
+            return []
         if run_id in self.runs or not self._durable:
             return self.router.history(run_id)
         if self._writer is not None:
@@ -1179,7 +1185,10 @@ class Runtime:
     # ------------------------------------------------------------------ runs
 
     def tree(self, root_run_id: str) -> RunTreeNode | None:
-        return self.runs.tree.subtree(root_run_id)
+        """The run and its descendants, while in memory; None for a run it does not know (a
+        ``root_run_id`` that is no text is an ``ArgumentError``)."""
+        looked_up = lookup_id(root_run_id, "root_run_id")
+        return None if looked_up is None else self.runs.tree.subtree(looked_up)
 
     def subscribe(self, *, maxsize: int = 10_000, where: EventFilter | None = None) -> Subscription:
         return self.bus.subscribe(maxsize=maxsize, where=where)
@@ -1257,7 +1266,10 @@ class Runtime:
         """Release a finished run and everything under it now: its handle, tree node and
         steering history (the store keeps them). A no-op for an unknown (or released) id;
         ``ConfigurationError`` if it or a run under it is still running, or a command for one
-        of them is still open or still being submitted (in the policies)."""
+        of them is still open or still being submitted (in the policies). A ``run_id`` that
+        is no text is an ``ArgumentError``."""
+        if lookup_id(run_id) is None:
+            return
         self._released(self.runs.forget(run_id, self.router.busy_runs))
 
     def _released(self, infos: list[RunInfo]) -> None:

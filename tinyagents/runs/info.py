@@ -11,7 +11,7 @@ from typing import Any, Literal, TypedDict
 
 from tinyagents import _clock
 from tinyagents._record import Record, record
-from tinyagents.errors import InvalidIdError
+from tinyagents.errors import ArgumentError, InvalidIdError
 from tinyagents.events.models import E, SubAgentEvent
 from tinyagents.protocol.ids import MAX_ID_LENGTH, id_problem, shown_id
 from tinyagents.runs.limits import RunLimits, RunUsage
@@ -77,6 +77,22 @@ def check_id(value: object, name: str, hint: str = "") -> str:
             f"got {shown_id(repr(value))}",
             field=name,
         )
+    return value
+
+
+def lookup_id(value: object, name: str = "run_id", what: str = "a run id") -> str | None:
+    """``value``, an id to look up what is stored under it: text, else ``ArgumentError`` (a
+    5 found nothing, as if no run had that id); ``None`` when no run can have it (a control
+    character, a lone surrogate, past the length bound), so that every store answers "none"
+    alike: PostgreSQL refused a NUL, and SQLite a surrogate, as ``StoreError``s, which read as
+    a store out of reach. A ``SPOOFING`` character or text not in NFC is looked up: runs were
+    stored with them (``id_problem(stored=True)``)."""
+    if not isinstance(value, str):
+        raise ArgumentError(
+            f"{name} is {what} (text), got {type(value).__name__} {shown_id(repr(value))}"
+        )
+    if id_problem(value, stored=True) is not None or not (value.isascii() or _encodable(value)):
+        return None
     return value
 
 

@@ -19,7 +19,7 @@ from tinyagents._record import Record, record
 from tinyagents.errors import ConfigurationError
 from tinyagents.protocol.commands import SteeringActor, sender_tenant
 from tinyagents.runs.handle import RunHandle
-from tinyagents.runs.info import RunInfo
+from tinyagents.runs.info import RunInfo, lookup_id
 from tinyagents.runs.tree import RunTree
 
 #: The run ids something still waits on (open commands, deferred commands), asked lazily.
@@ -155,6 +155,10 @@ class RunRegistry:
         return tenant
 
     def list(self, tenant_id: str | None = None) -> list[RunInfo]:
+        """The runs in memory, of ``tenant_id`` (text; another type is an ``ArgumentError``,
+        where it listed none) or of every tenant."""
+        if tenant_id is not None and not isinstance(tenant_id, str):
+            lookup_id(tenant_id, "tenant_id", "a tenant id")
         infos = [h.info for h in self._handles.values()]
         return infos if tenant_id is None else [i for i in infos if i.tenant_id == tenant_id]
 
