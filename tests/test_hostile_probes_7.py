@@ -347,3 +347,48 @@ async def _look_up_odd_ids(store: str | None) -> None:
         assert rt.tree(handle.run_id) is not None
         assert rt.steering_history(handle.run_id)
         assert await rt.load_steering_history(handle.run_id)
+
+
+# -- the server's key file --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["key-file", "store"])
+def test_a_key_file_in_a_folder_that_does_not_exist_is_named_as_such(
+    tmp_path: Path, where: str
+) -> None:
+    """Found: ``tinyagents token mint --key-file nodir/k.key`` (or ``--store
+    sqlite:///nodir/runs.db``, whose key file sits beside it) said "cannot create the server
+    key file nodir/k.key: [Errno 2] No such file or directory: 'nodir/.k.key.1234.tmp'",
+    naming a temporary file the user never asked for. Now it names the folder that does not
+    exist and says nothing was written."""
+    import subprocess
+    import sys
+
+    place = (
+        ("--key-file", "nodir/k.key")
+        if where == "key-file"
+        else ("--store", "sqlite:///nodir/runs.db")
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tinyagents.cli",
+            "token",
+            "mint",
+            "--tenant",
+            "a",
+            "--user",
+            "u",
+            *place,
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert "its folder nodir does not exist" in done.stderr, done.stderr
+    assert ".tmp" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert not (tmp_path / "nodir").exists()

@@ -426,6 +426,12 @@ def _create_key_file(path: Path, key: str) -> None:
             os.link(tmp, path)
         except FileExistsError:
             pass
+    except FileNotFoundError:
+        # (the error named the temporary file beside it, which the user never asked for)
+        raise ConfigurationError(
+            f"cannot create the server key file {path}: its folder {path.parent} does not "
+            "exist; create it, or name a key file in a folder that does (nothing was written)"
+        ) from None
     except OSError as exc:
         raise ConfigurationError(f"cannot create the server key file {path}: {exc}") from None
     finally:
