@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
@@ -28,7 +29,7 @@ from tinyagents.harness.loop import (
 )
 from tinyagents.harness.middleware import Middleware
 from tinyagents.harness.model import Model
-from tinyagents.harness.output import output_spec_of
+from tinyagents.harness.output import OutputSpec, output_json_schema, output_spec_of
 from tinyagents.harness.render import SteeringRenderer
 from tinyagents.harness.tools import FunctionTool, Tool, check_retries
 from tinyagents.protocol import SteeringActor
@@ -113,11 +114,9 @@ class Agent:
         check_limits(limits)
         # text for str (pydantic-ai's default), a model class, or a union's envelope class;
         # output tools (a union with str's models, output functions, ToolOutput markers)
-        spec = output_spec_of(name, output_type)
+        given_output = output_type
+        spec = _output_spec(name, output_type)
         output_tools, output_type = spec.tools, spec.output_type
-        for member in (output_type, *(t.model for t in output_tools.values())):
-            if member is not None:
-                _check_output_schema(name, member)
         retries, output_retries = _budgets(name, retries, output_retries)
         if renderer is not None and not callable(getattr(renderer, "render", None)):
             raise ConfigurationError(
@@ -134,14 +133,7 @@ class Agent:
         self.model = model if isinstance(model, Model) else _litellm.as_model(model)
         self.instructions = instructions
         self.tools = _tool_dict(name, tools)
-        taken = sorted(set(self.tools) & set(output_tools))
-        if taken:  # a call of it would be read as the run's output, never run
-            raise ConfigurationError(
-                f"agent {name!r}: tool name(s) {taken} are the output tools of its "
-                "output_type (a union with str offers its models as final_result tools, "
-                "output functions and ToolOutput markers are output tools too); rename the "
-                "tool(s)"
-            )
+        _check_output_tool_names(name, self.tools, output_tools)
         _check_forced_tool(name, self.model, self.tools)
         check_agent = getattr(supervisor, "check_agent", None)
         if check_agent is not None:  # a rule for a tool the agent lacks would never fire
@@ -161,6 +153,8 @@ class Agent:
         #: (``response_format``) and the run's output is the validated object. For a union,
         #: a ``UnionOutput`` class (its envelope), whose answer's member is the output.
         self.output_type = output_type
+        #: The output type as given (``str`` when none was): ``output_json_schema`` reads it.
+        self.output_spec: Any = str if given_output is None else given_output
         #: The output tools (``OutputTool``), by name: a union with text's models (``Apple |
         #: str``), output functions and ``ToolOutput`` markers, each offered as
         #: ``final_result`` (``final_result_<Name>`` among several) unless named: a call of
@@ -222,12 +216,53 @@ class Agent:
 
         return add(fn) if fn is not None else add
 
+    def output_json_schema(self, output_type: Any = None) -> dict[str, Any]:
+        """The JSON schema of this agent's output (or of ``output_type``'s, as a run given
+        it would have), as pydantic-ai's ``agent.output_json_schema()`` writes it: each type
+        the output may be, in serialization mode (a function's return type, ``str`` for
+        text), one schema or ``{"anyOf": [...]}`` of them with their ``$defs`` merged. An
+        output type an agent would refuse is refused (``ConfigurationError``)."""
+        if output_type is None:
+            output_type = self.output_spec
+        else:
+            _output_spec(self.name, output_type)
+        return output_json_schema(output_type)
+
+    def for_output_type(self, output_type: Any) -> Agent:
+        """This agent as a run given ``output_type=`` runs it (``agent.run(...,
+        output_type=...)``, ``rt.start(...)``, pydantic-ai's per-run output type): a copy
+        whose output is ``output_type``, read as ``Agent(output_type=...)`` reads it; the
+        rest (name, model, tools, limits, system prompts) is this agent's. Refused, as
+        pydantic-ai refuses it, when the agent has output validators (they expect its own
+        output type), and for an output type the agent would refuse (``ConfigurationError``)."""
+        if self.output_validators:
+            raise ConfigurationError(
+                f"agent {self.name!r}: cannot set a custom run output_type when the agent has "
+                "output validators (they expect its own output type); make an Agent with "
+                "that output_type and its validators"
+            )
+        spec = _output_spec(self.name, output_type)
+        _check_output_tool_names(self.name, self.tools, spec.tools)
+        run_agent = copy.copy(self)
+        run_agent.output_validators = []  # one added to the agent later is for its type
+        run_agent.output_spec = output_type
+        run_agent.output_type = spec.output_type
+        run_agent.output_tools = spec.tools
+        run_agent.allows_text = spec.allows_text
+        run_agent.allows_none = spec.allows_none
+        run_agent.text_function = spec.text_function
+        run_agent.output_native = spec.native
+        run_agent.output_prompt = spec.prompt
+        return run_agent
+
     def __repr__(self) -> str:
         return f"<Agent {self.name!r} model={self.model.name!r} tools={list(self.tools)}>"
 
     async def run(self, input: str, *, runtime: RunHost | None = None, **kwargs: Any) -> RunResult:
         """Run to the end and return the result (a private in-memory runtime if none is given).
-        A caller that stops waiting (a timeout around it, a cancel) cancels the run."""
+        A caller that stops waiting (a timeout around it, a cancel) cancels the run. The
+        keyword arguments are ``Runtime.start``'s: ``output_type=`` gives this run its own
+        output type (``for_output_type``), ``run_id=``, ``limits=``, ``history=``..."""
         if runtime is None:
             async with private_host() as host:
                 return await self.run(input, runtime=host, **kwargs)
@@ -295,6 +330,28 @@ def _check_actor_name(name: str) -> None:
             f"agent name {name!a} cannot be the agent_id of the steering its runs send the "
             f"runs below them ({exc}); name it with UTF-8 text"
         ) from None
+
+
+def _output_spec(name: str, output_type: object) -> OutputSpec:
+    """``output_type`` read (``output_spec_of``), each class it sends checked for a schema."""
+    spec = output_spec_of(name, output_type)
+    for member in (spec.output_type, *(t.model for t in spec.tools.values())):
+        if member is not None:
+            _check_output_schema(name, member)
+    return spec
+
+
+def _check_output_tool_names(
+    name: str, tools: Mapping[str, Tool], output_tools: Mapping[str, Any]
+) -> None:
+    taken = sorted(set(tools) & set(output_tools))
+    if taken:  # a call of it would be read as the run's output, never run
+        raise ConfigurationError(
+            f"agent {name!r}: tool name(s) {taken} are the output tools of its "
+            "output_type (a union with str offers its models as final_result tools, "
+            "output functions and ToolOutput markers are output tools too); rename the "
+            "tool(s)"
+        )
 
 
 def _check_output_schema(name: str, output_type: type[BaseModel]) -> None:

@@ -187,6 +187,7 @@ class AgentRecipe(AgentView, Protocol):
     def output_native(self) -> bool: ...
     @property
     def output_prompt(self) -> str | None: ...
+    def for_output_type(self, output_type: Any) -> AgentRecipe: ...
 
 
 class AgentRun(RunDriver):
@@ -2133,14 +2134,18 @@ async def start_agent_run(
     history: list[Message] | None = None,
     task_id: str | None = None,
     node_id: str | None = None,
+    output_type: Any = None,
 ) -> RunHandle:
     """Register a run of ``agent`` (a child of ``parent`` if given) and start its loop.
+    ``output_type`` (not None) is the run's own output type (``Agent.for_output_type``).
 
     ``history`` (and ``input``, when it is messages) is a conversation to continue; its tool
     calls and results must pair up, else ``ConfigurationError`` and nothing starts. Under a
     parent, ``tools`` naming one taken from a run above is ``ToolsWithheld``, and an agent
     whose every model was taken is ``ModelsWithheld`` (nothing starts either way)."""
     require_open(runtime)
+    if output_type is not None:
+        agent = agent.for_output_type(output_type)
     _check_start(agent, input, limits, history, thread_id, tools)
     parent_info = _parent_info(runtime, parent)
     granted = frozenset(agent.tools)

@@ -80,6 +80,7 @@ __all__ = [
     "TextOutput",
     "ToolOutput",
     "UnionOutput",
+    "output_json_schema",
     "output_spec_of",
     "output_tools_of",
     "output_type_of",
@@ -697,7 +698,9 @@ def _with_markers(agent: str, members: list[Any]) -> OutputSpec:
         inner = marker.output
         function: FunctionTool | None = None
         model: type[BaseModel] | None = None
-        if not _is_function(inner):
+        if inner is str:  # ToolOutput(str): an output tool of {"response": str}, as pydantic-ai's
+            inner = _wrapped(agent, str, text=True)
+        elif not _is_function(inner):
             inner = _as_model(agent, inner) or inner  # int: {"response": int}
         if isinstance(inner, type) and issubclass(inner, BaseModel):
             base, model = inner.__name__, inner
@@ -842,12 +845,12 @@ def _object(agent: str, output_type: object) -> type[BaseModel] | None:
     return reader
 
 
-def _wrapped(agent: str, output_type: object) -> type[ResponseOutput] | None:
+def _wrapped(agent: str, output_type: object, *, text: bool = False) -> type[ResponseOutput] | None:
     """``output_type`` wrapped in ``{"response": ...}`` (``ResponseOutput``), as pydantic-ai
     wraps a type that is not model-like (``NoneType`` too: ``{"response": null}``): None for
-    what is no type (a value, None) and for ``str`` (text). A type pydantic cannot read is a
-    ``ConfigurationError``."""
-    if output_type is None or output_type is str:
+    what is no type (a value, None) and for ``str`` (text) unless ``text`` (a
+    ``ToolOutput(str)``'s tool). A type pydantic cannot read is a ``ConfigurationError``."""
+    if output_type is None or (output_type is str and not text):
         return None
     if not isinstance(output_type, type) and typing.get_origin(output_type) is None:
         return None  # a value, a string, a marker
@@ -971,3 +974,107 @@ def _union_schema(keyed: dict[str, type[BaseModel]]) -> dict[str, Any]:
         "title": "_or_".join(keyed),
         "$defs": defs,
     }
+
+
+def output_json_schema(output_type: object) -> dict[str, Any]:
+    """The JSON schema of what a run of ``output_type`` outputs, as pydantic-ai's
+    ``output_json_schema`` writes it: each type the output may be (``_output_types``) in
+    serialization mode, equal ones once; one schema as it is, several as ``{"anyOf": [...]}``
+    with their ``$defs`` merged under one (``_merged_defs``)."""
+    schemas: list[dict[str, Any]] = []
+    for member in _output_types(output_type):
+        schema = TypeAdapter(member).json_schema(mode="serialization")
+        if schema not in schemas:
+            schemas.append(schema)
+    if len(schemas) == 1:
+        return schemas[0]
+    schemas, defs = _merged_defs(schemas)
+    merged: dict[str, Any] = {"anyOf": schemas}
+    if defs:
+        merged["$defs"] = defs
+    return merged
+
+
+def _output_types(output_type: object) -> list[Any]:
+    """The types a run's output may be, as pydantic-ai's ``types_from_output_spec`` lists
+    them: a union's (or list's) members, a marker's outputs, ``str`` for text (a
+    ``TextOutput`` too), an output function's return type (``str`` without one)."""
+    if output_type is None:
+        return [str]
+    members = list(output_type) if isinstance(output_type, (list, tuple)) else [output_type]
+    types_: list[Any] = []
+    for member in members:
+        if isinstance(member, (NativeOutput, PromptedOutput)):
+            types_.extend(_output_types(member.outputs))
+        elif isinstance(member, TextOutput):
+            types_.append(str)
+        elif isinstance(member, ToolOutput):
+            types_.extend(_output_types(member.output))
+        elif (union := _members(member)) is not None:
+            types_.extend(union)
+        elif _is_function(member):
+            returned = typing.get_type_hints(member).get("return")
+            types_.extend(_output_types(returned) if returned is not None else [str])
+        else:
+            types_.append(member)
+    return types_
+
+
+def _merged_defs(schemas: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The schemas with their ``$defs`` taken out into one, as pydantic-ai's
+    ``merge_json_schema_defs``: an equal definition once, one of a name taken by another
+    renamed ``<title>_<name>_1`` (``_2``...), and the ``$ref`` s to it rewritten."""
+    merged: dict[str, Any] = {}
+    out: list[dict[str, Any]] = []
+    for schema in schemas:
+        if "$defs" not in schema:
+            out.append(schema)
+            continue
+        schema = copy.deepcopy(schema)
+        defs: dict[str, Any] = schema.pop("$defs")
+        mapping: dict[str, str] = {}  # this schema's names -> the merged ones
+        for name, definition in defs.items():
+            if name not in merged:
+                merged[name] = definition
+                mapping[name] = name
+            elif merged[name] != definition:
+                mapping[name] = _unique_def_name(name, schema, merged)
+                merged[mapping[name]] = definition
+        # an equal definition that refers to a renamed one is not the same: its own copy
+        changed = True
+        while changed:
+            changed = False
+            for name, definition in defs.items():
+                if name in mapping:
+                    continue
+                updated = _with_refs_renamed(definition, mapping)
+                if updated != definition:
+                    mapping[name] = _unique_def_name(name, schema, merged)
+                    merged[mapping[name]] = updated
+                    changed = True
+                else:
+                    mapping[name] = name
+        for new in mapping.values():
+            merged[new] = _with_refs_renamed(merged[new], mapping)
+        out.append(_with_refs_renamed(schema, mapping))
+    return out, merged
+
+
+def _unique_def_name(name: str, schema: dict[str, Any], taken: dict[str, Any]) -> str:
+    base = f"{schema['title']}_{name}" if schema.get("title") else name
+    n = 1
+    while f"{base}_{n}" in taken:
+        n += 1
+    return f"{base}_{n}"
+
+
+def _with_refs_renamed(node: Any, renamed: dict[str, str]) -> Any:
+    if isinstance(node, list):
+        return [_with_refs_renamed(item, renamed) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _with_refs_renamed(v, renamed) for k, v in node.items()}
+    ref = out.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/") and ref[8:] in renamed:
+        out["$ref"] = f"#/$defs/{renamed[ref[8:]]}"
+    return out

@@ -1,0 +1,423 @@
+"""pydantic-ai's ``agent.output_json_schema()``, its per-run output type
+(``agent.run(..., output_type=...)``), and more of its agent tests, ported (a thirteenth
+batch; see test_pydantic_ai_ports.py to _12).
+
+Each test names the pydantic-ai test it ports (pydantic/pydantic-ai, ``tests/test_agent.py``
+unless said otherwise). Where we behave differently on purpose, the test says why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from tinyagents import (
+    Agent,
+    NativeOutput,
+    PromptedOutput,
+    RunContext,
+    RunStatus,
+    Runtime,
+    SteeringDelivery,
+    StructuredDict,
+    TextOutput,
+    ToolOutput,
+)
+from tinyagents.errors import ConfigurationError, UnsupportedOutputError
+from tinyagents.testkit import EventRecorder, Gate, ScriptedModel, tool_call
+
+
+class Bar(BaseModel):
+    answer: str
+
+
+class Foo(BaseModel):
+    a: list[Bar]
+    b: int
+
+
+FOO_SCHEMA: dict[str, Any] = {
+    "properties": {
+        "a": {"items": {"$ref": "#/$defs/Bar"}, "title": "A", "type": "array"},
+        "b": {"title": "B", "type": "integer"},
+    },
+    "required": ["a", "b"],
+    "title": "Foo",
+    "type": "object",
+}
+BAR_DEFS: dict[str, Any] = {
+    "Bar": {
+        "properties": {"answer": {"title": "Answer", "type": "string"}},
+        "required": ["answer"],
+        "title": "Bar",
+        "type": "object",
+    }
+}
+
+
+def model() -> ScriptedModel:
+    return ScriptedModel([])
+
+
+# --- agent.output_json_schema() (pydantic-ai's tests/test_agent_output_schemas.py) ---
+
+
+def test_text_output_json_schema() -> None:
+    assert Agent("a", model()).output_json_schema() == {"type": "string"}
+
+    def func(x: str) -> str:
+        return x
+
+    agent = Agent("a", model(), output_type=TextOutput(func))
+    assert agent.output_json_schema() == {"type": "string"}
+
+
+def test_function_output_json_schema() -> None:
+    def func(x: int) -> int:
+        return x
+
+    assert Agent("a", model(), output_type=[func]).output_json_schema() == {"type": "integer"}
+
+    def func_no_return_type_hint(x: int):  # type: ignore[no-untyped-def]
+        return x
+
+    agent = Agent("a", model(), output_type=[func_no_return_type_hint])
+    assert agent.output_json_schema() == {"type": "string"}
+
+
+def test_auto_output_json_schema() -> None:
+    assert Agent("a", model(), output_type=bool).output_json_schema() == {"type": "boolean"}
+    agent = Agent("a", model(), output_type=bool | int)
+    assert agent.output_json_schema() == {"anyOf": [{"type": "boolean"}, {"type": "integer"}]}
+    agent = Agent("a", model(), output_type=str | bool | Foo)
+    assert agent.output_json_schema() == {
+        "anyOf": [{"type": "string"}, {"type": "boolean"}, FOO_SCHEMA],
+        "$defs": BAR_DEFS,
+    }
+
+
+def test_tool_output_json_schema() -> None:
+    agent = Agent("a", model(), output_type=[ToolOutput(bool)])
+    assert agent.output_json_schema() == {"type": "boolean"}
+    # pydantic-ai's ToolOutput(str) is an output tool of {"response": str}; ours takes it too
+    agent = Agent("a", model(), output_type=[ToolOutput(str), ToolOutput(bool), ToolOutput(Foo)])
+    assert agent.output_json_schema() == {
+        "anyOf": [{"type": "string"}, {"type": "boolean"}, FOO_SCHEMA],
+        "$defs": BAR_DEFS,
+    }
+    agent = Agent("a", model(), output_type=[ToolOutput(bool), ToolOutput(bool), ToolOutput(bool)])
+    assert agent.output_json_schema() == {"type": "boolean"}
+
+
+def test_native_output_json_schema() -> None:
+    agent = Agent("a", model(), output_type=NativeOutput([bool]))
+    assert agent.output_json_schema() == {"type": "boolean"}
+    agent = Agent("a", model(), output_type=NativeOutput([bool, Foo]))
+    assert agent.output_json_schema() == {
+        "anyOf": [{"type": "boolean"}, FOO_SCHEMA],
+        "$defs": BAR_DEFS,
+    }
+
+
+def test_prompted_output_json_schema() -> None:
+    agent = Agent("a", model(), output_type=PromptedOutput([bool]))
+    assert agent.output_json_schema() == {"type": "boolean"}
+    agent = Agent("a", model(), output_type=PromptedOutput([bool, Foo]))
+    assert agent.output_json_schema() == {
+        "anyOf": [{"type": "boolean"}, FOO_SCHEMA],
+        "$defs": BAR_DEFS,
+    }
+
+
+def test_custom_output_json_schema() -> None:
+    human = StructuredDict(
+        {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+            "required": ["name", "age"],
+        },
+        name="Human",
+        description="A human with a name and age",
+    )
+    assert Agent("a", model(), output_type=human).output_json_schema() == {
+        "description": "A human with a name and age",
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+        "title": "Human",
+        "required": ["name", "age"],
+    }
+
+
+def test_override_output_json_schema() -> None:
+    agent = Agent("a", model())
+    assert agent.output_json_schema() == {"type": "string"}
+    assert agent.output_json_schema(output_type=[ToolOutput(bool)]) == {"type": "boolean"}
+    # the agent's own is unchanged
+    assert agent.output_json_schema() == {"type": "string"}
+
+
+@dataclasses.dataclass
+class DCWithDoc:
+    """The result with name and score."""
+
+    name: str
+    score: int = 0
+
+
+@dataclasses.dataclass
+class DCNested:
+    """Nested filter criteria."""
+
+    category: str = "all"
+
+
+@dataclasses.dataclass
+class DCWithNestedField:
+    """Output with nested dataclass."""
+
+    filters: DCNested
+
+
+class BMNested(BaseModel):
+    """Nested filter criteria."""
+
+    category: str = "all"
+
+
+class BMWithNestedField(BaseModel):
+    """Output with nested model."""
+
+    filters: BMNested
+
+
+def _without_descriptions(schema: Any) -> Any:
+    # pydantic-ai's remove_schema_descriptions
+    if isinstance(schema, dict):
+        return {k: _without_descriptions(v) for k, v in schema.items() if k != "description"}
+    if isinstance(schema, list):
+        return [_without_descriptions(v) for v in schema]
+    return schema
+
+
+def test_output_type_description() -> None:
+    # ports test_output_type_description (its dataclass case) and
+    # test_nested_output_type_description
+    agent = Agent("a", model(), output_type=DCWithDoc)
+    assert _without_descriptions(agent.output_json_schema()) == {
+        "properties": {
+            "name": {"title": "Name", "type": "string"},
+            "score": {"default": 0, "title": "Score", "type": "integer"},
+        },
+        "required": ["name"],
+        "title": "DCWithDoc",
+        "type": "object",
+    }
+    for output_type, nested in ((BMWithNestedField, "BMNested"), (DCWithNestedField, "DCNested")):
+        schema = Agent("a", model(), output_type=output_type).output_json_schema()
+        assert _without_descriptions(schema) == {
+            "$defs": {
+                nested: {
+                    "properties": {
+                        "category": {"default": "all", "title": "Category", "type": "string"}
+                    },
+                    "title": nested,
+                    "type": "object",
+                }
+            },
+            "properties": {"filters": {"$ref": f"#/$defs/{nested}"}},
+            "required": ["filters"],
+            "title": output_type.__name__,
+            "type": "object",
+        }
+
+
+def test_output_json_schema_merges_defs_of_one_name_that_differ() -> None:
+    # pydantic-ai's merge_json_schema_defs: two members whose $defs share a name but differ
+    # keep both, the second renamed "<its title>_<name>_1" and its $refs rewritten
+    class Inner(BaseModel):
+        x: int
+
+    class One(BaseModel):
+        inner: Inner
+
+    First = Inner
+
+    class Inner(BaseModel):  # type: ignore[no-redef]
+        y: str
+
+    class Two(BaseModel):
+        inner: Inner
+
+    assert First is not Inner
+    schema = Agent(
+        "a", model(), output_type=[ToolOutput(One), ToolOutput(Two)]
+    ).output_json_schema()
+    assert [m["properties"]["inner"] for m in schema["anyOf"]] == [
+        {"$ref": "#/$defs/Inner"},
+        {"$ref": "#/$defs/Two_Inner_1"},
+    ]
+    assert schema["$defs"]["Inner"]["properties"] == {"x": {"title": "X", "type": "integer"}}
+    assert schema["$defs"]["Two_Inner_1"]["properties"] == {"y": {"title": "Y", "type": "string"}}
+
+
+def test_output_json_schema_of_an_output_type_the_agent_refuses_is_refused() -> None:
+    # pydantic-ai would write a schema for NativeOutput(name=...); we do not carry that
+    # marker's options out (UnsupportedOutputError), nor write a schema for what no run takes
+    agent = Agent("a", model())
+    with pytest.raises(UnsupportedOutputError):
+        agent.output_json_schema(NativeOutput(Foo, name="foo"))
+    with pytest.raises(ConfigurationError):
+        agent.output_json_schema(output_type=[None])
+
+
+# --- a per-run output type (pydantic-ai's agent.run(..., output_type=...)) ---
+
+
+class Bar2(BaseModel):
+    c: int
+    d: str
+
+
+class Simple(BaseModel):
+    a: int
+    b: str
+
+
+def test_custom_output_type_sync() -> None:
+    # pydantic-ai's TestModel writes an answer for whatever is asked; ours are scripted
+    model = ScriptedModel(
+        ['{"a": 0, "b": "a"}', '{"c": 0, "d": "a"}', "success (no tool calls)", '{"response": 0}']
+    )
+    agent = Agent("a", model, output_type=Simple)
+    assert agent.run_sync("Hello").output == Simple(a=0, b="a")
+    assert agent.run_sync("Hello", output_type=Bar2).output == Bar2(c=0, d="a")
+    assert agent.run_sync("Hello", output_type=str).output == "success (no tool calls)"
+    assert agent.run_sync("Hello", output_type=int).output == 0
+    # each request asked for its own run's output
+    formats = [r.response_format for r in model.requests]
+    assert formats[:3] == [Simple, Bar2, None]
+    assert formats[3] is not None and formats[3].model_json_schema()["properties"] == {
+        "response": {"type": "integer"}
+    }
+    assert agent.output_type is Simple  # the agent is as it was
+
+
+async def test_custom_output_type_async() -> None:
+    model = ScriptedModel(["success (no tool calls)", '{"a": 0, "b": "a"}', '{"response": 0}'])
+    agent = Agent("a", model)
+    assert (await agent.run("Hello")).output == "success (no tool calls)"
+    assert (await agent.run("Hello", output_type=Simple)).output == Simple(a=0, b="a")
+    assert (await agent.run("Hello", output_type=int)).output == 0
+
+
+def test_custom_output_type_invalid() -> None:
+    agent = Agent("a", ScriptedModel(["1"]))
+
+    @agent.output_validator
+    def validate_output(ctx: RunContext, o: Any) -> Any:
+        return o
+
+    with pytest.raises(ConfigurationError, match="cannot set a custom run output_type"):
+        agent.run_sync("Hello", output_type=int)
+
+
+async def test_a_per_run_output_type_the_agent_would_refuse_starts_nothing() -> None:
+    model = ScriptedModel(["x"])
+
+    def final_result() -> str:
+        return "x"
+
+    agent = Agent("a", model, tools=[final_result])
+    async with Runtime() as rt:
+        with pytest.raises(ConfigurationError, match="output tools"):
+            await rt.start(agent, "Hello", output_type=ToolOutput(Simple))
+        with pytest.raises(ConfigurationError):
+            await rt.start(agent, "Hello", output_type=[None])
+        assert rt.runs.list() == []
+    assert model.requests == []
+
+
+async def test_run_stream_text_output_per_run() -> None:
+    # ports tests/test_streaming.py's run_stream('Hello', output_type=TextOutput(upcase)):
+    # the streamed deltas are the model's text, the output its upcased whole
+    def upcase(text: str) -> str:
+        return text.upper()
+
+    agent = Agent("a", ScriptedModel(["The cat sat on the mat."]))
+    events = [e async for e in agent.run_stream("Hello", output_type=TextOutput(upcase))]
+    assert events[-1].type == "run.completed"
+    assert events[-1].output_summary == "THE CAT SAT ON THE MAT."
+
+
+async def test_a_per_run_output_type_offers_its_output_tools_and_its_events_carry_it() -> None:
+    model = ScriptedModel([tool_call("final_result", a=1, b="x")])
+    recorder = EventRecorder()
+    async with Runtime(sinks=[recorder]) as rt:
+        handle = await rt.start(Agent("a", model), "Hello", output_type=ToolOutput(Simple))
+        result = await handle.result()
+    assert (result.status, result.output) == (RunStatus.COMPLETED, Simple(a=1, b="x"))
+    assert [t.name for t in model.requests[0].tools] == ["final_result"]
+    (completed,) = [e for e in recorder.events if e.type == "run.completed"]
+    assert completed.output_summary is not None and '"a":1' in completed.output_summary.replace(
+        " ", ""
+    )
+
+
+async def test_a_run_given_more_to_do_keeps_its_own_output_type() -> None:
+    # an END_OF_TURN message reopens the run for another turn: its answer is read as the
+    # run's output type, not the agent's
+    gate = Gate("hold")
+    model = ScriptedModel([tool_call("hold"), '{"a": 1, "b": "x"}', '{"a": 2, "b": "y"}'])
+    agent = Agent("a", model, tools=[gate.tool()])
+    async with Runtime(testing=True) as rt:
+        handle = await rt.start(agent, "Hello", output_type=Simple)
+        await gate.entered.wait()
+        await handle.steer("and once more", delivery=SteeringDelivery.END_OF_TURN)
+        gate.open()
+        result = await handle.result()
+    assert (result.status, result.output) == (RunStatus.COMPLETED, Simple(a=2, b="y"))
+    assert [r.response_format for r in model.requests] == [Simple, Simple, Simple]
+
+
+async def test_a_run_started_again_under_its_id_is_given_its_output_type_again(
+    tmp_path: Path,
+) -> None:
+    # A run started again under its id (after its process stopped) is started as it was
+    # first: its agent, its limits and, now, its output type are the caller's to give again.
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    gate = Gate("hold")
+    async with Runtime(store, testing=True) as rt:
+        model = ScriptedModel([tool_call("hold"), "never"])
+        agent = Agent("clerk", model, tools=[gate.tool()])
+        handle = await rt.start(agent, "Hello", run_id="r-job", output_type=Simple)
+        await gate.entered.wait()
+        await handle.steer("answer in full")
+        # The process stops here, with the run in the middle of its work.
+    async with Runtime(store, testing=True) as rt:
+        model = ScriptedModel(['{"a": 3, "b": "z"}'])
+        agent = Agent("clerk", model, tools=[gate.tool()])
+        handle = await rt.start(agent, "Hello", run_id="r-job", output_type=Simple)
+        result = await handle.result()
+    assert (result.status, result.output) == (RunStatus.COMPLETED, Simple(a=3, b="z"))
+    (request,) = model.requests
+    assert request.response_format is Simple
+
+
+async def test_a_tool_output_of_str_is_an_output_tool_of_its_response() -> None:
+    # pydantic-ai's ToolOutput(str) (test_tool_output_json_schema gives one): str is not
+    # model-like, so its tool takes {"response": <text>}, as ToolOutput(int) does. It was
+    # refused ("takes pydantic model classes, other types ... and functions, got the class
+    # str").
+    model = ScriptedModel([tool_call("final_result", response="hi")])
+    result = await Agent("a", model, output_type=ToolOutput(str)).run("Hello")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "hi"), result.error
+    (spec,) = model.requests[0].tools
+    assert spec.parameters == {
+        "properties": {"response": {"type": "string"}},
+        "required": ["response"],
+        "type": "object",
+    }
