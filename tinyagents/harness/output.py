@@ -852,7 +852,11 @@ def _wrapped(agent: str, output_type: object, *, text: bool = False) -> type[Res
     ``ToolOutput(str)``'s tool). A type pydantic cannot read is a ``ConfigurationError``."""
     if output_type is None or (output_type is str and not text):
         return None
-    if not isinstance(output_type, type) and typing.get_origin(output_type) is None:
+    if (
+        not isinstance(output_type, type)
+        and typing.get_origin(output_type) is None
+        and not _is_alias(output_type)  # an alias of no union: wrapped, as pydantic-ai's
+    ):
         return None  # a value, a string, a marker
     name = _type_name(output_type)
     wrapped: Any = output_type
@@ -903,12 +907,20 @@ def _type_name(output_type: object) -> str:
 
 
 def _members(output_type: object) -> list[Any] | None:
-    """The members of a union (``A | B``, ``Union[A, B]``, ``[A, B]``), else None."""
+    """The members of a union (``A | B``, ``Union[A, B]``, ``[A, B]``, a type alias of one:
+    ``type Out = A | B``, as pydantic-ai's ``get_union_args`` reads it), else None."""
+    if _is_alias(output_type):
+        output_type = output_type.__value__  # type: ignore[attr-defined]
     if isinstance(output_type, (list, tuple)):
         return list(output_type)
     if isinstance(output_type, types.UnionType) or typing.get_origin(output_type) is typing.Union:
         return list(typing.get_args(output_type))
     return None
+
+
+def _is_alias(output_type: object) -> bool:
+    """A type alias: ``type Out = ...`` (Python 3.12), ``typing_extensions.TypeAliasType``."""
+    return type(output_type).__name__ == "TypeAliasType" and hasattr(output_type, "__value__")
 
 
 def _keyed(members: list[type[BaseModel]]) -> dict[str, type[BaseModel]]:
