@@ -21,6 +21,7 @@ from tinyagents import (
     NativeOutput,
     PromptedOutput,
     RunContext,
+    RunLimits,
     RunStatus,
     Runtime,
     SteeringDelivery,
@@ -571,3 +572,84 @@ async def test_a_type_alias_output_type_is_read_as_the_type_it_names() -> None:
     agent = Agent("a", ScriptedModel([]), output_type=alias)
     assert set(agent.output_type.members) == {"Simple", "Bar3"}  # type: ignore[union-attr]
     assert agent.output_json_schema()["anyOf"][0]["title"] == "Simple"
+
+
+# --- more of tests/test_agent.py ---
+
+
+class Weather(BaseModel):
+    temperature: float
+    description: str
+
+
+async def test_output_type_handoff_to_agent() -> None:
+    # an output function that runs another agent: the supervisor's output is the inner
+    # agent's, each run's transcript its own
+    def get_weather(city: str) -> Weather:
+        return Weather(temperature=28.7, description="sunny")
+
+    agent = Agent(
+        "weather",
+        ScriptedModel([tool_call("final_result", city="Mexico City")]),
+        output_type=get_weather,
+    )
+    inner: list[Any] = []
+
+    async def handoff(city: str) -> Weather:
+        result = await agent.run(f"Get me the weather in {city}")
+        inner.append(result)
+        return result.output  # type: ignore[no-any-return]
+
+    supervisor_model = ScriptedModel([tool_call("final_result", city="Mexico City")])
+    supervisor = Agent("supervisor", supervisor_model, output_type=handoff)
+    result = await supervisor.run("Mexico City")
+    assert result.output == Weather(temperature=28.7, description="sunny"), result.error
+    assert [(m.role, m.content) for m in result.messages] == [
+        ("user", "Mexico City"),
+        ("assistant", ""),
+        ("tool", "Final result processed."),
+    ]
+    (handed,) = inner
+    assert [(m.role, m.content) for m in handed.messages] == [
+        ("user", "Get me the weather in Mexico City"),
+        ("assistant", ""),
+        ("tool", "Final result processed."),
+    ]
+
+
+async def test_multi_agent_instructions_with_structured_output() -> None:
+    # pydantic-ai's `instructions` are the running agent's on every request, kept in no
+    # history, so agent2 continuing agent1's transcript is sent "Agent 2 instructions". Ours
+    # are a system prompt (pydantic-ai's system_prompt): a transcript that leads with one
+    # keeps it (docs/harness.md, "System prompt functions"); agent2's structured output is
+    # asked for all the same. Without agent1's system message, agent2's instructions lead.
+    agent1 = Agent(
+        "one", ScriptedModel(["success (no tool calls)"]), instructions="Agent 1 instructions"
+    )
+
+    class Output(BaseModel):
+        text: str
+
+    result1 = await agent1.run("Hello")
+    model2 = ScriptedModel(['{"text": "a"}', '{"text": "b"}'])
+    agent2 = Agent("two", model2, instructions="Agent 2 instructions", output_type=Output)
+    result2 = await agent2.run(result1.messages)
+    assert result2.output == Output(text="a")
+    assert model2.requests[0].messages[0].content == "Agent 1 instructions"
+    assert model2.requests[0].response_format is Output
+    without_prompt = [m for m in result1.messages if m.role != "system"]
+    result3 = await agent2.run(without_prompt)
+    assert result3.output == Output(text="b")
+    assert model2.requests[1].messages[0].content == "Agent 2 instructions"
+
+
+def test_output_type_prompted_output_must_be_only() -> None:
+    with pytest.raises(ConfigurationError, match="must be the only output type"):
+        Agent("a", ScriptedModel([]), output_type=[PromptedOutput(Simple), str])
+
+
+@pytest.mark.parametrize("tool_timeout", [0, -1])
+def test_agent_rejects_non_positive_tool_timeout(tool_timeout: float) -> None:
+    # pydantic-ai's Agent(tool_timeout=...) is our RunLimits(tool_timeout_s=...)
+    with pytest.raises(ConfigurationError, match="tool_timeout_s"):
+        Agent("a", ScriptedModel([]), limits=RunLimits(tool_timeout_s=tool_timeout))
