@@ -30,6 +30,7 @@ from tinyagents import (
     ToolOutput,
 )
 from tinyagents.errors import ConfigurationError, UnsupportedOutputError
+from tinyagents.harness.tools import FunctionTool
 from tinyagents.testkit import EventRecorder, Gate, ScriptedModel, tool_call
 
 
@@ -653,3 +654,73 @@ def test_agent_rejects_non_positive_tool_timeout(tool_timeout: float) -> None:
     # pydantic-ai's Agent(tool_timeout=...) is our RunLimits(tool_timeout_s=...)
     with pytest.raises(ConfigurationError, match="tool_timeout_s"):
         Agent("a", ScriptedModel([]), limits=RunLimits(tool_timeout_s=tool_timeout))
+
+
+# --- tests/test_tools.py ---
+
+
+class Payload(BaseModel):
+    city: str
+
+
+def my_tool(argument: Payload) -> str:
+    return argument.city
+
+
+@pytest.mark.parametrize(
+    "args", [{"city": "Mexico City"}, {"argument": {"city": "Mexico City"}}], ids=["raw", "wrapped"]
+)
+async def test_single_base_model_arg_validator_accepts_wrapped_input(args: dict[str, Any]) -> None:
+    # a tool of one model argument is offered the model's fields; a call given them wrapped
+    # under the parameter's name (as they are once validated and sent on) is read alike
+    model = ScriptedModel([tool_call("my_tool", **args), "done"])
+    result = await Agent("a", model, tools=[FunctionTool(my_tool)]).run("Hello")
+    assert result.status is RunStatus.COMPLETED
+    assert [m.content for m in result.messages if m.role == "tool"] == ["Mexico City"]
+    assert model.requests[0].tools[0].parameters["properties"] == {"city": {"type": "string"}}
+
+
+async def test_return_bytes_invalid() -> None:
+    # pydantic-ai fails the run on bytes that are no UTF-8 (PydanticSerializationError); ours
+    # sends them base64 under a line that says so (docs/harness.md, "Starting runs")
+    def return_bytes() -> bytes:
+        return b"\00 \x81"
+
+    model = ScriptedModel([tool_call("return_bytes"), "done"])
+    result = await Agent("a", model, tools=[return_bytes]).run("")
+    assert result.status is RunStatus.COMPLETED
+    assert [m.content for m in result.messages if m.role == "tool"] == [
+        "[binary data: 3 bytes, base64]\nACCB"
+    ]
+
+
+def test_tool_ctx_agent_in_output_validator() -> None:
+    agent = Agent("validated_agent", ScriptedModel(["success (no tool calls)"]))
+    names: list[str] = []
+
+    @agent.output_validator
+    def check_agent(ctx: RunContext, output: str) -> str:
+        names.append(ctx.agent.name)
+        return output
+
+    assert agent.run_sync("Hello").output == "success (no tool calls)"
+    assert names == ["validated_agent"]
+
+
+def test_tool_accepts_zero_max_retries() -> None:
+    def noop() -> None: ...
+
+    assert FunctionTool(noop, retries=0).retries == 0
+
+
+def test_tooloutput_rejects_negative_max_retries() -> None:
+    with pytest.raises(ConfigurationError, match="max_retries must be a whole number >= 0"):
+        ToolOutput(int, max_retries=-1)
+    assert ToolOutput(int, max_retries=0).max_retries == 0
+
+
+def test_tool_rejects_non_positive_timeout() -> None:
+    def noop() -> None: ...
+
+    with pytest.raises(ConfigurationError, match="timeout_s"):
+        FunctionTool(noop, timeout_s=0)
