@@ -18,6 +18,7 @@ from typing_extensions import TypeAliasType
 
 from tinyagents import (
     Agent,
+    Middleware,
     NativeOutput,
     PromptedOutput,
     RunContext,
@@ -30,6 +31,7 @@ from tinyagents import (
     ToolOutput,
 )
 from tinyagents.errors import ConfigurationError, UnsupportedOutputError
+from tinyagents.harness import Message, ModelRequest
 from tinyagents.harness.tools import FunctionTool
 from tinyagents.testkit import EventRecorder, Gate, ScriptedModel, tool_call
 
@@ -724,3 +726,68 @@ def test_tool_rejects_non_positive_timeout() -> None:
 
     with pytest.raises(ConfigurationError, match="timeout_s"):
         FunctionTool(noop, timeout_s=0)
+
+
+# --- tests/test_streaming.py: a streamed run's own output type ---
+
+
+class OutputType(BaseModel):
+    value: str
+
+
+async def _streamed_output(agent: Agent, **kwargs: Any) -> Any:
+    async with Runtime() as rt:
+        events = [e async for e in agent.run_stream("test", runtime=rt, run_id="r-s", **kwargs)]
+        handle = rt.runs.get("r-s")
+        assert handle is not None and events[-1].type == "run.completed"
+        return (await handle.result()).output
+
+
+async def test_custom_output_type_default_str() -> None:
+    agent = Agent("a", ScriptedModel(["success (no tool calls)", '{"value": "a"}']))
+    assert await _streamed_output(agent) == "success (no tool calls)"
+    assert await _streamed_output(agent, output_type=OutputType) == OutputType(value="a")
+
+
+async def test_custom_output_type_default_structured() -> None:
+    model = ScriptedModel(['{"value": "a"}', "success (no tool calls)"])
+    agent = Agent("a", model, output_type=OutputType)
+    assert await _streamed_output(agent) == OutputType(value="a")
+    assert await _streamed_output(agent, output_type=str) == "success (no tool calls)"
+    assert [r.response_format for r in model.requests] == [OutputType, None]
+
+
+# --- tests/test_history_processor.py: through a middleware's model hook ---
+
+
+class KeepRequests(Middleware):
+    """pydantic-ai's ``ProcessHistory(lambda messages: [requests only])``."""
+
+    async def model(self, request: ModelRequest, ctx: RunContext, call_next: Any) -> Any:
+        kept = [m for m in request.messages if m.role != "assistant"]
+        return await call_next(dataclasses.replace(request, messages=kept))
+
+
+async def test_history_processor_messages_sent_to_provider() -> None:
+    # pydantic-ai's history processors are not offered as such: a middleware's model hook
+    # changes what each request sends (here: the model's earlier answers left out), as a
+    # processor does. Unlike a processor, it leaves the run's transcript as it was
+    # (pydantic-ai's processor replaces the history the run keeps; docs/harness.md,
+    # "Middleware").
+    model = ScriptedModel(["Provider response"])
+    agent = Agent("a", model, middleware=[KeepRequests()])
+    history = [
+        Message(role="user", content="Previous question"),
+        Message(role="assistant", content="Previous answer"),
+    ]
+    result = await agent.run("New question", history=history)
+    assert [(m.role, m.content) for m in model.requests[0].messages] == [
+        ("user", "Previous question"),
+        ("user", "New question"),
+    ]
+    assert [(m.role, m.content) for m in result.messages] == [
+        ("user", "Previous question"),
+        ("assistant", "Previous answer"),
+        ("user", "New question"),
+        ("assistant", "Provider response"),
+    ]
