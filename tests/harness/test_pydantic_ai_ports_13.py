@@ -27,13 +27,13 @@ from tinyagents import (
     Runtime,
     SteeringDelivery,
     StructuredDict,
+    SubAgent,
     TextOutput,
     ToolOutput,
 )
 from tinyagents.errors import ConfigurationError, UnsupportedOutputError
-from tinyagents.harness import Message, ModelRequest
-from tinyagents.harness.tools import FunctionTool
-from tinyagents.testkit import EventRecorder, Gate, ScriptedModel, tool_call
+from tinyagents.harness import FunctionTool, LiteLLMModel, Message, ModelRequest
+from tinyagents.testkit import EventRecorder, Gate, OpenAICompatServer, ScriptedModel, tool_call
 
 
 class Bar(BaseModel):
@@ -791,3 +791,32 @@ async def test_history_processor_messages_sent_to_provider() -> None:
         ("user", "New question"),
         ("assistant", "Provider response"),
     ]
+
+
+# --- through litellm (the testkit's OpenAI-compatible server) ---
+
+
+async def test_a_per_run_output_type_is_the_response_format_litellm_sends() -> None:
+    # each run's own: text (no response_format), then Simple's schema, then the agent's again
+    async with OpenAICompatServer(["plain", '{"a": 1, "b": "x"}', "again"]) as server:
+        model = LiteLLMModel("openai/test-model", api_base=server.base_url, api_key="sk-test")
+        agent = Agent("a", model)
+        first = await agent.run("Hello")
+        second = await agent.run("Hello", output_type=Simple)
+        third = await agent.run("Hello")
+    assert (first.output, second.output, third.output) == ("plain", Simple(a=1, b="x"), "again")
+    formats = [r.get("response_format") for r in server.requests]
+    assert formats[0] is None and formats[2] is None
+    assert formats[1]["json_schema"]["name"] == "Simple"
+    assert formats[1]["json_schema"]["schema"]["required"] == ["a", "b"]
+    # a per-run ToolOutput is offered as a function tool
+    async with OpenAICompatServer([tool_call("final_result", a=2, b="y")]) as server:
+        model = LiteLLMModel("openai/test-model", api_base=server.base_url, api_key="sk-test")
+        result = await Agent("a", model).run("Hello", output_type=ToolOutput(Simple))
+    assert result.output == Simple(a=2, b="y"), result.error
+    assert [t["function"]["name"] for t in server.requests[0]["tools"]] == ["final_result"]
+
+
+async def test_a_sub_agent_invoked_with_its_own_output_type() -> None:
+    child = SubAgent(Agent("child", ScriptedModel(['{"a": 5, "b": "z"}'])), description="d")
+    assert await child.invoke("Hello", output_type=Simple) == Simple(a=5, b="z")
