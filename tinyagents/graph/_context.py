@@ -143,15 +143,40 @@ class TaskScope(Record):
         )
 
 
-class _Unsaved:
+class UnsavedScope:
     """The scope of every node of a run without checkpointer: nothing to resume from.
     ``by``: the ``compile(checkpointer=False)`` sub-graph that makes the run so under a
-    checkpointed parent (``GraphRun.unsaved_by``), for the error to name."""
+    checkpointed parent (``GraphRun.unsaved_by``), for the error to name.
 
-    __slots__ = ("by",)
+    A streamed run's own (``run``: a stream of ``updates`` reads its steps) also knows the
+    task its executor calls on its fast path (``task``, set around the call): a ``@task``
+    that node calls takes a ``TaskScope`` of that task (``promote``), so it is the run's,
+    streamed in it and ended within the node's step, as with a scope of its own. The fast
+    path makes no scope for a node that calls no task."""
 
-    def __init__(self, by: str | None = None) -> None:
+    __slots__ = ("by", "promoted", "run", "task")
+
+    def __init__(self, by: str | None = None, run: Any = None) -> None:
         self.by = by
+        self.run = run
+        self.task: Any = None
+        self.promoted: TaskScope | None = None
+
+    def promote(self) -> TaskScope | UnsavedScope:
+        """The scope of the task the fast path is calling (made at its first ``@task``
+        call, then kept until the call ends), else this one."""
+        task = self.task
+        if task is None:
+            return self
+        promoted = self.promoted
+        if promoted is None:
+            run = self.run
+            promoted = self.promoted = TaskScope(
+                task=task, ns=run.head.ns, resume=task.resume, checkpointed=False, run=run
+            )
+            if self.by is not None:
+                promoted.unsaved_by = self.by
+        return promoted
 
     def interrupt(self, value: Any, schema: ResponseSchema | None = None) -> Any:
         if self.by is not None:
@@ -175,17 +200,19 @@ def unsaved_interrupt(node: str, by: str) -> str:
     )
 
 
-def unsaved_scope(by: str | None) -> _Unsaved:
-    """The scope of a run that saves nothing (``by``: as ``_Unsaved``'s)."""
-    return UNSAVED if by is None else _Unsaved(by)
+def unsaved_scope(by: str | None, run: Any = None) -> UnsavedScope:
+    """The scope of a run that saves nothing (``by``, ``run``: as ``UnsavedScope``'s)."""
+    return UNSAVED if by is None and run is None else UnsavedScope(by, run)
 
 
-UNSAVED: Any = _Unsaved()
+UNSAVED: Any = UnsavedScope()
 
-_scope: ContextVar[TaskScope | _Unsaved | None] = ContextVar("tinyagents_graph_task", default=None)
+_scope: ContextVar[TaskScope | UnsavedScope | None] = ContextVar(
+    "tinyagents_graph_task", default=None
+)
 
 
-def current_scope() -> TaskScope | _Unsaved:
+def current_scope() -> TaskScope | UnsavedScope:
     scope = _scope.get()
     if scope is None:
         raise GraphError(
@@ -199,14 +226,16 @@ def current_scope() -> TaskScope | _Unsaved:
 #: The scope of the graph node running in this context, if any (``TaskScope``, or
 #: ``UNSAVED`` in a run that saves nothing): a graph run from inside a node is a sub-graph
 #: call of that node's task. The ContextVar's own ``get``: no Python frame per top-level run.
-enclosing_scope: Callable[[], TaskScope | _Unsaved | None] = _scope.get
+enclosing_scope: Callable[[], TaskScope | UnsavedScope | None] = _scope.get
 
 
 #: Enter a node's scope (``TaskScope``, ``UNSAVED``, or None) and leave it again with the
 #: token: the ContextVar's own methods, as ``enclosing_scope``, no Python frame around them
 #: (a streamed run sets its scope around every step).
-set_scope: Callable[[TaskScope | _Unsaved | None], Token[TaskScope | _Unsaved | None]] = _scope.set
-reset_scope: Callable[[Token[TaskScope | _Unsaved | None]], None] = _scope.reset
+set_scope: Callable[[TaskScope | UnsavedScope | None], Token[TaskScope | UnsavedScope | None]] = (
+    _scope.set
+)
+reset_scope: Callable[[Token[TaskScope | UnsavedScope | None]], None] = _scope.reset
 
 #: The event loop of the run whose sync entrypoint or task runs on this thread (set by
 #: ``graph.func`` around such a function): a graph or an entrypoint run from there with

@@ -30,6 +30,7 @@ from tinyagents.graph._context import (
     CalledCommand,
     NodeInterrupt,
     ParentCommand,
+    UnsavedScope,
     enclosing_scope,
     reset_scope,
     set_scope,
@@ -64,6 +65,7 @@ from tinyagents.graph.tasks import (
     called_output,
     plan_tasks,
     read_output,
+    settle,
     started,
     stray_cancel,
 )
@@ -474,6 +476,12 @@ class GraphRun:
         fn = spec.fn
         assert fn is not None
         task.attempts = 1
+        scope: UnsavedScope | None = None
+        if stream is not None:  # a values/updates stream read between steps (``stream.read``)
+            found = enclosing_scope()
+            if found.__class__ is UnsavedScope and found.run is self:  # type: ignore[union-attr]
+                scope = found  # type: ignore[assignment]
+                scope.task = task  # a @task the node calls is the run's (``promote``)
         try:
             out = fn(self.view() if task.arg is UNSET else task.arg)
             if spec.is_async:
@@ -484,15 +492,24 @@ class GraphRun:
             # (an except clause costs nothing until something is raised: the hot path keeps
             # its speed) a cancel of the run's caller ends the run so; one the node let
             # through though nothing cancelled it fails the node, as in a step of several
+            if scope is not None:
+                await self._fast_calls_end(scope, exc)
             running = asyncio.current_task()
             if running is None or running.cancelling():
                 raise
             raise stray_cancel(task.node) from exc
         except BaseException as exc:  # sys.exit, a library's own BaseException: failures
+            if scope is not None:
+                await self._fast_calls_end(scope, exc)
             failure = user_failure(f"node {task.node!r}", exc)
             if failure is exc:
                 raise
             raise failure from exc
+        if scope is not None:
+            if scope.promoted is None:  # (it called no task)
+                scope.task = None
+            else:
+                await self._fast_calls_end(scope)
         try:
             read_output(self, task, out)
         except ParentCommand:
@@ -505,6 +522,16 @@ class GraphRun:
         if stream is not None:  # a values/updates stream read between steps: its update
             stream.wrote(self, task)
         return False
+
+    @staticmethod
+    async def _fast_calls_end(scope: UnsavedScope, failed: BaseException | None = None) -> None:
+        """The node the fast path called (``scope.task``) ended (``failed``: raising): the
+        ``@task`` calls it started and did not await run to their end, as ``call_node``'s
+        do (``settle``: a cancelled node cancels them)."""
+        promoted = scope.promoted
+        scope.task = scope.promoted = None
+        if promoted is not None and promoted.started:
+            await settle(promoted, failed)
 
     def running_below(self, task_id: str) -> Task | None:
         """The task of this (top-level) run's running step that runs task

@@ -37,6 +37,7 @@ from tinyagents.graph import calls
 from tinyagents.graph._context import (
     NodeInterrupt,
     TaskScope,
+    UnsavedScope,
     caller_loop,
     enclosing_scope,
     run_blocking,
@@ -292,6 +293,8 @@ class Task(Generic[T]):
 
     def __call__(self, *args: Any, **kwargs: Any) -> TaskFuture[T]:
         scope = enclosing_scope()
+        if isinstance(scope, UnsavedScope):  # a streamed run's node on the executor's fast path
+            scope = scope.promote()
         entry = _CALL.get()
         if scope is None:
             raise GraphError(

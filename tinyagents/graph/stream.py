@@ -411,13 +411,17 @@ async def read(
             run.stream = sink
         sink.begin(run)
         items = sink.items
-        unsaved = run.checkpointer is None
+        # a run that saves nothing: one scope for its steps, knowing the run if it streams
+        # its tasks' updates, so a @task its fast path's node calls is the run's
+        scope = None
+        if run.checkpointer is None:
+            scope = unsaved_scope(run.unsaved_by, run if run.stream is not None else None)
         while True:
             while items:  # the input's state comes before the first step runs
                 yield items.popleft()
             # the scope is set around the step only: a reader that stops early closes this
             # generator in another context, where a token from this one cannot be reset
-            token = set_scope(unsaved_scope(run.unsaved_by)) if unsaved else None
+            token = set_scope(scope) if scope is not None else None
             try:
                 step = await run.advance()
             finally:

@@ -517,6 +517,7 @@ __all__ = [
     "call_node",
     "called_output",
     "read_output",
+    "settle",
     "shown",
     "stray_cancel",
     "task_id",
