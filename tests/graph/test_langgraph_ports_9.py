@@ -11,15 +11,22 @@ asserted as ours, with a comment naming the section.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, TypedDict
+import operator
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 import pytest
-from langgraph_kit import OURS, THEIRS, cfg, lg_memory
+from langgraph_kit import OURS, THEIRS, cfg, lg_memory, pair
+from pydantic import BaseModel
 
 import tinyagents.graph as ours_graph
+from tinyagents.errors import ConfigurationError, InvalidUpdateError
 from tinyagents.store.checkpoint import Checkpointer
 
 lg_func = pytest.importorskip("langgraph.func")
+lg_types = pytest.importorskip("langgraph.types")
+
+if TYPE_CHECKING:  # the name LangGraph reads in the annotation (a string here)
+    from langchain_core.runnables import RunnableConfig
 
 FUNC = {id(OURS): ours_graph, id(THEIRS): lg_func}
 
@@ -195,3 +202,192 @@ async def test_a_failing_node_s_task_ends_before_a_streamed_run_that_saves_nothi
     with pytest.raises(ValueError, match="node failed"):
         await streamed(ours, {"x": 1}, "updates")
     assert ran == [1]
+
+
+# -- state schemas (test_type_checking.py) ------------------------------------------------
+
+
+class InfoDict(TypedDict):
+    info: Annotated[list[str], operator.add]
+
+
+class InfoModel(BaseModel):
+    info: Annotated[list[str], operator.add]
+
+
+def info_graph(schema: Any) -> Any:
+    """A node taking the state, then one taking it and its ``config``."""
+
+    def build(g: Any) -> Any:
+        def valid(state: Any) -> Any:
+            return None
+
+        def valid_with_config(state: Any, config: RunnableConfig) -> Any:
+            return {"info": [config["metadata"]["langgraph_node"]]}
+
+        graph = g.StateGraph(schema).add_node("valid", valid)
+        graph = graph.add_node("with_config", valid_with_config)
+        return graph.add_edge(g.START, "valid").add_edge("valid", "with_config")
+
+    return build
+
+
+async def run_both(ours: Any, theirs: Any, value: Any, thread: str) -> tuple[Any, Any]:
+    """(ours, LangGraph's) final state of ``value`` on ``thread``."""
+    mine = (await ours.run(value, thread_id=thread)).raise_for_status().state
+    return mine, await theirs.ainvoke(value, cfg(thread))
+
+
+@pytest.mark.parametrize("schema", [InfoDict, InfoModel])
+async def test_a_typed_dict_or_model_state_runs_its_nodes_alike(
+    checkpointer: Checkpointer, schema: Any
+) -> None:
+    # LangGraph: test_type_checking.py::test_typed_dict_state and ::test_base_model_state
+    # (their node taking a config reached by an edge: ours refuses an unreachable node,
+    # docs/graph.md, "What it does not do")
+    ours, theirs = pair(info_graph(schema), checkpointer)
+    mine, lg = await run_both(ours, theirs, {"info": ["hello", "world"]}, "1")
+    assert mine == lg == {"info": ["hello", "world", "with_config"]}
+    if schema is InfoModel:  # an instance as input
+        mine, lg = await run_both(ours, theirs, InfoModel(info=["x"]), "2")
+        assert mine == lg == {"info": ["x", "with_config"]}
+
+
+@pytest.mark.parametrize("schema", [InfoDict, InfoModel])
+async def test_input_of_a_key_the_state_has_not_is_refused(
+    checkpointer: Checkpointer, schema: Any
+) -> None:
+    # LangGraph: test_type_checking.py::test_typed_dict_state (``invoke({"invalid":
+    # "lalala"})``): LangGraph drops the key and runs the graph on an empty state; ours
+    # refuses it, naming the key, and saves nothing (docs/graph.md, "Bad input raises and
+    # changes nothing")
+    ours, theirs = pair(info_graph(schema), checkpointer)
+    assert await theirs.ainvoke({"invalid": "lalala"}, cfg("1")) == {"info": ["with_config"]}
+    with pytest.raises(InvalidUpdateError, match="invalid"):
+        await ours.run({"invalid": "lalala"}, thread_id="1")
+    assert (await ours.get_state("1")).values == {}
+
+
+def test_a_plain_annotated_class_is_no_state_schema() -> None:
+    # LangGraph: test_type_checking.py::test_plain_class_not_allowed (a typing check only:
+    # LangGraph's StateGraph takes the class, its annotations its channels); ours refuses
+    # it (docs/graph.md, "What it does not do")
+    class NotAllowed:
+        info: Annotated[list[str], operator.add]
+
+    THEIRS.StateGraph(NotAllowed)
+    with pytest.raises(ConfigurationError, match="TypedDict, a dataclass or a pydantic"):
+        OURS.StateGraph(NotAllowed)
+
+
+class InputState(TypedDict):
+    something: int
+
+
+class WithInput(InputState):
+    info: Annotated[list[str], operator.add]
+
+
+async def test_an_input_schema_keeps_the_input_to_its_keys(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_type_checking.py::test_input_state_specified: a key of the state that
+    # the input schema has not is dropped from the input
+    def build(g: Any) -> Any:
+        def valid(state: Any) -> Any:
+            return None
+
+        graph = g.StateGraph(WithInput, input_schema=InputState).add_node("valid", valid)
+        return graph.add_edge(g.START, "valid")
+
+    ours, theirs = pair(build, checkpointer)
+    mine, lg = await run_both(ours, theirs, {"something": 1}, "1")
+    assert mine == lg == {"something": 1, "info": []}
+    mine, lg = await run_both(ours, theirs, {"something": 2, "info": ["hello", "world"]}, "2")
+    assert mine == lg == {"something": 2, "info": []}
+
+
+# -- retry_on (test_retry.py) -----------------------------------------------------------
+
+
+def retry_policies(g: Any) -> list[Any]:
+    """LangGraph's three ``retry_on`` forms, of ``g``'s library, each case with the errors
+    it retries and those it does not."""
+    policy = ours_graph.RetryPolicy if g is OURS else lg_types.RetryPolicy
+
+    class CustomError(ValueError):
+        pass
+
+    def should_retry(exc: Exception) -> bool:
+        return isinstance(exc, ValueError) and "retry" in str(exc)
+
+    kw = {"initial_interval": 0.0, "max_attempts": 2}
+    return [
+        (
+            policy(retry_on=(ValueError, KeyError), **kw),
+            [ValueError("test error"), KeyError("test error")],
+            [TypeError("test error"), Exception("test error")],
+        ),
+        (policy(retry_on=ValueError, **kw), [CustomError("test error")], []),
+        (
+            policy(retry_on=should_retry, **kw),
+            [ValueError("please retry this")],
+            [ValueError("other error"), TypeError("please retry this")],
+        ),
+    ]
+
+
+def test_retry_on_takes_a_sequence_a_class_and_its_subclasses_or_a_predicate() -> None:
+    # LangGraph: test_retry.py::test_should_retry_on_sequence_of_exceptions,
+    # ::test_should_retry_on_subclass_of_exception, ::test_should_retry_on_callable
+    # (LangGraph's ``_should_retry_on(policy, exc)`` is ours ``policy.should_retry(exc)``)
+    from langgraph.pregel._retry import _should_retry_on
+
+    for g in (OURS, THEIRS):
+        for policy, retried, not_retried in retry_policies(g):
+            for exc in retried:
+                if g is OURS:
+                    assert policy.should_retry(exc) is True
+                else:
+                    assert _should_retry_on(policy, exc) is True
+            for exc in not_retried:
+                if g is OURS:
+                    assert policy.should_retry(exc) is False
+                else:
+                    assert _should_retry_on(policy, exc) is False
+
+
+async def test_a_node_is_retried_as_its_retry_on_says(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_retry.py::test_should_retry_on_sequence_of_exceptions,
+    # ::test_should_retry_on_subclass_of_exception, ::test_should_retry_on_callable, each
+    # policy on a node that fails once with the error: retried, it succeeds on its second
+    # attempt; not retried, the run fails with the error
+    for case in range(3):
+        ours_cases, theirs_cases = retry_policies(OURS)[case], retry_policies(THEIRS)[case]
+        for kind in (1, 2):
+            for i in range(len(ours_cases[kind])):
+
+                def build(g: Any, i: int = i, kind: int = kind) -> Any:
+                    policy, *errors = ours_cases if g is OURS else theirs_cases
+                    error = errors[kind - 1][i]
+                    calls: list[int] = []
+
+                    def flaky(state: Any) -> dict[str, Any]:
+                        calls.append(1)
+                        if len(calls) == 1:
+                            raise error
+                        return {"x": len(calls)}
+
+                    graph = g.StateGraph(X).add_node("n", flaky, retry_policy=policy)
+                    return graph.add_edge(g.START, "n")
+
+                ours, theirs = pair(build, checkpointer)
+                thread = f"{case}-{kind}-{i}"
+                if kind == 1:
+                    mine, lg = await run_both(ours, theirs, {"x": 0}, thread)
+                    assert mine == lg == {"x": 2}
+                    continue
+                error_type = type(ours_cases[2][i])
+                with pytest.raises(error_type):
+                    await theirs.ainvoke({"x": 0}, cfg(thread))
+                result = await ours.run({"x": 0}, thread_id=thread)
+                assert result.status == "failed"
+                assert type(result.error) is error_type
