@@ -355,39 +355,42 @@ def test_retry_on_takes_a_sequence_a_class_and_its_subclasses_or_a_predicate() -
                     assert _should_retry_on(policy, exc) is False
 
 
+def failing_once(case: int, kind: int, i: int) -> Any:
+    """A graph whose node fails once with error ``i`` of ``retry_policies``' case ``case``
+    (``kind`` 1: one it retries, 2: one it does not), under that case's policy."""
+
+    def build(g: Any) -> Any:
+        policy, *errors = retry_policies(g)[case]
+        error = errors[kind - 1][i]
+        calls: list[int] = []
+
+        def flaky(state: Any) -> dict[str, Any]:
+            calls.append(1)
+            if len(calls) == 1:
+                raise error
+            return {"x": len(calls)}
+
+        return g.StateGraph(X).add_node("n", flaky, retry_policy=policy).add_edge(g.START, "n")
+
+    return build
+
+
 async def test_a_node_is_retried_as_its_retry_on_says(checkpointer: Checkpointer) -> None:
     # LangGraph: test_retry.py::test_should_retry_on_sequence_of_exceptions,
     # ::test_should_retry_on_subclass_of_exception, ::test_should_retry_on_callable, each
     # policy on a node that fails once with the error: retried, it succeeds on its second
     # attempt; not retried, the run fails with the error
-    for case in range(3):
-        ours_cases, theirs_cases = retry_policies(OURS)[case], retry_policies(THEIRS)[case]
-        for kind in (1, 2):
-            for i in range(len(ours_cases[kind])):
-
-                def build(g: Any, i: int = i, kind: int = kind) -> Any:
-                    policy, *errors = ours_cases if g is OURS else theirs_cases
-                    error = errors[kind - 1][i]
-                    calls: list[int] = []
-
-                    def flaky(state: Any) -> dict[str, Any]:
-                        calls.append(1)
-                        if len(calls) == 1:
-                            raise error
-                        return {"x": len(calls)}
-
-                    graph = g.StateGraph(X).add_node("n", flaky, retry_policy=policy)
-                    return graph.add_edge(g.START, "n")
-
-                ours, theirs = pair(build, checkpointer)
+    for case, (_, retried, not_retried) in enumerate(retry_policies(OURS)):
+        for kind, errors in ((1, retried), (2, not_retried)):
+            for i, error in enumerate(errors):
+                ours, theirs = pair(failing_once(case, kind, i), checkpointer)
                 thread = f"{case}-{kind}-{i}"
                 if kind == 1:
                     mine, lg = await run_both(ours, theirs, {"x": 0}, thread)
                     assert mine == lg == {"x": 2}
                     continue
-                error_type = type(ours_cases[2][i])
-                with pytest.raises(error_type):
+                with pytest.raises(type(error)):
                     await theirs.ainvoke({"x": 0}, cfg(thread))
                 result = await ours.run({"x": 0}, thread_id=thread)
                 assert result.status == "failed"
-                assert type(result.error) is error_type
+                assert type(result.error) is type(error)
