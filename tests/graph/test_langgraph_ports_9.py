@@ -15,6 +15,7 @@ import operator
 from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 import pytest
+from langchain_core.agents import AgentAction, AgentFinish
 from langgraph_kit import OURS, THEIRS, cfg, lg_memory, pair
 from pydantic import BaseModel
 
@@ -24,6 +25,7 @@ from tinyagents.store.checkpoint import Checkpointer
 
 lg_func = pytest.importorskip("langgraph.func")
 lg_types = pytest.importorskip("langgraph.types")
+lg_channels = pytest.importorskip("langgraph.channels")
 
 if TYPE_CHECKING:  # the name LangGraph reads in the annotation (a string here)
     from langchain_core.runnables import RunnableConfig
@@ -394,3 +396,140 @@ async def test_a_node_is_retried_as_its_retry_on_says(checkpointer: Checkpointer
                 result = await ours.run({"x": 0}, thread_id=thread)
                 assert result.status == "failed"
                 assert type(result.error) is type(error)
+
+
+# -- an agent loop over LangChain's AgentAction / AgentFinish (test_large_cases.py) -------
+
+
+OurUntracked = ours_graph.UntrackedValue
+TheirUntracked = lg_channels.UntrackedValue
+
+
+class AgentState(TypedDict, total=False):
+    input: Annotated[str, OurUntracked]
+    agent_outcome: AgentAction | AgentFinish | None
+    intermediate_steps: Annotated[list[tuple[AgentAction, str]], operator.add]
+
+
+class TheirAgentState(TypedDict, total=False):
+    input: Annotated[str, TheirUntracked]
+    agent_outcome: AgentAction | AgentFinish | None
+    intermediate_steps: Annotated[list[tuple[AgentAction, str]], operator.add]
+
+
+class ToolState(TypedDict, total=False):
+    agent_outcome: AgentAction | AgentFinish
+
+
+def agent_loop(g: Any) -> Any:
+    """``test_conditional_state_graph``'s graph, its agent (a prompt, a fake LLM and a
+    parser) a function answering from the same list; its tool a plain function."""
+    responses = ["tool:search_api:query", "tool:search_api:another", "finish:answer"]
+
+    def agent(state: Any) -> dict[str, Any]:
+        said = responses[len(state.get("intermediate_steps") or []) % len(responses)]
+        if said.startswith("finish"):
+            _, answer = said.split(":")
+            return {"agent_outcome": AgentFinish(return_values={"answer": answer}, log=said)}
+        _, tool_name, tool_input = said.split(":")
+        return {"agent_outcome": AgentAction(tool=tool_name, tool_input=tool_input, log=said)}
+
+    def execute_tools(data: Any) -> dict[str, Any]:
+        assert "input" not in data
+        assert "intermediate_steps" not in data
+        # LangGraph's node gets a dict of its own, which it pops from; ours a read-only
+        # view (docs/graph.md, "State"): dict(data) is the copy to change
+        action = (dict(data) if g is OURS else data).pop("agent_outcome")
+        assert isinstance(action, AgentAction)
+        return {"intermediate_steps": [[action, f"result for {action.tool_input}"]]}
+
+    def should_continue(data: Any) -> str:
+        return "exit" if isinstance(data["agent_outcome"], AgentFinish) else "continue"
+
+    workflow = g.StateGraph(AgentState if g is OURS else TheirAgentState)
+    workflow.add_node("agent", agent)
+    workflow.add_node("tools", execute_tools, input_schema=ToolState)
+    workflow.set_entry_point("agent")
+    workflow.add_conditional_edges("agent", should_continue, {"continue": "tools", "exit": g.END})
+    return workflow.add_edge("tools", "agent")
+
+
+async def test_an_agent_loop_over_langchain_agent_actions(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_large_cases.py::test_conditional_state_graph (without its schema and
+    # drawing snapshots): run, streamed, and stopped after the agent, its outcome replaced
+    # with update_state, on every checkpointer (LangChain's AgentAction / AgentFinish saved).
+    # Its tool node pops from its input: ours is read-only (docs/graph.md, "State")
+    ours, theirs = pair(agent_loop, None)
+    value = {"input": "what is weather in sf"}
+    mine = (await ours.run(value)).raise_for_status().state
+    assert mine == await theirs.ainvoke(value)
+    assert mine["agent_outcome"] == AgentFinish(
+        return_values={"answer": "answer"}, log="finish:answer"
+    )
+    assert await streamed(ours, value, "updates") == await streamed(theirs, value, "updates")
+
+    ours, theirs = pair(agent_loop, checkpointer, interrupt_after=["agent"])
+    lg = await streamed(theirs, value, "updates", "1")
+    assert await streamed(ours, value, "updates", "1") == lg
+    for graph in (ours, theirs):
+        state = await graph.aget_state(cfg("1")) if graph is theirs else await graph.get_state("1")
+        assert state.values == {
+            "agent_outcome": AgentAction(
+                tool="search_api", tool_input="query", log="tool:search_api:query"
+            ),
+            "intermediate_steps": [],
+        }
+        assert state.next == ("tools",)
+    different = AgentAction(
+        tool="search_api", tool_input="query", log="tool:search_api:a different query"
+    )
+    await theirs.aupdate_state(cfg("1"), {"agent_outcome": different})
+    await ours.update_state("1", {"agent_outcome": different})
+    assert (await ours.get_state("1")).values == (await theirs.aget_state(cfg("1"))).values
+    lg = await streamed(theirs, None, "updates", "1")
+    assert await streamed(ours, None, "updates", "1") == lg
+    assert lg[0] == {"tools": {"intermediate_steps": [[different, "result for query"]]}}
+    finish = AgentFinish(return_values={"answer": "a really nice answer"}, log="finish:nice")
+    await theirs.aupdate_state(cfg("1"), {"agent_outcome": finish})
+    await ours.update_state("1", {"agent_outcome": finish})
+    for graph in (ours, theirs):
+        state = await graph.aget_state(cfg("1")) if graph is theirs else await graph.get_state("1")
+        assert state.values["agent_outcome"] == finish
+        assert state.next == ()
+
+
+class OutcomeState(TypedDict, total=False):
+    outcome: AgentAction | AgentFinish | None
+
+
+def agent_outcome_graph(g: Any) -> Any:
+    """A node writing LangChain's AgentAction, then one replacing it with an AgentFinish,
+    into a field typed as their union, a step each."""
+
+    def act(s: Any) -> dict[str, Any]:
+        return {"outcome": AgentAction(tool="search", tool_input="q", log="act")}
+
+    def finish(s: Any) -> dict[str, Any]:
+        assert isinstance(s["outcome"], AgentAction), s["outcome"]
+        return {"outcome": AgentFinish(return_values={"answer": s["outcome"].tool}, log="f")}
+
+    graph = g.StateGraph(OutcomeState).add_node("act", act).add_node("finish", finish)
+    return graph.add_edge(g.START, "act").add_edge("act", "finish")
+
+
+async def test_a_union_of_langchain_agent_classes_is_read_back_as_each_class(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_large_cases.py::test_conditional_state_graph (``agent_outcome:
+    # AgentAction | AgentFinish | None``): a saved value of a union whose class has an
+    # __init__ of its own (AgentFinish's) came back a dict (the union's read raised
+    # TypeError in AgentFinish.__init__), at a breakpoint and in get_state
+    ours, theirs = pair(agent_outcome_graph, checkpointer, interrupt_after=["act"])
+    await ours.run({}, thread_id="1")
+    await theirs.ainvoke({}, cfg("1"))
+    action = (await ours.get_state("1")).values["outcome"]
+    assert action == (await theirs.aget_state(cfg("1"))).values["outcome"]
+    assert isinstance(action, AgentAction)
+    mine = (await ours.run(None, thread_id="1")).raise_for_status().state
+    assert mine == await theirs.ainvoke(None, cfg("1"))
+    assert isinstance((await ours.get_state("1")).values["outcome"], AgentFinish)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -58,6 +59,8 @@ class Channel(Record):
     _adapter: TypeAdapter[Any] | None = None
     #: the field's type holds ``float`` (read with the adapter): ``decode`` gives back ints
     _floats: bool = False
+    #: the arms of the field's union type, each read alone (``_union_arm``); () if no union
+    _arms: tuple[TypeAdapter[Any], ...] | None = None
 
     def adapter(self) -> TypeAdapter[Any]:
         if self._adapter is None:
@@ -83,11 +86,34 @@ class Channel(Record):
                 decoded = adapter.validate_python(value, strict=True)
             except ValidationError:  # the JSON of another type, or not the field's type
                 decoded = adapter.validate_json(to_json(value), strict=True)
-        # TypeError: LangChain's AnyMessage, reading a dict with no "type" (a role dict a
-        # field typed as LangChain messages once kept)
-        except (ValidationError, TypeError):
+        except ValidationError:
             return value
+        # TypeError: LangChain's AnyMessage, reading a dict with no "type" (a role dict a
+        # field typed as LangChain messages once kept); or a union, one of whose classes
+        # has an ``__init__`` of its own that the arm's dict does not fit (LangChain's
+        # ``AgentAction | AgentFinish``: ``AgentFinish.__init__`` raises, and the union's
+        # read stops there): its arms are read one by one
+        except TypeError:
+            decoded = self._union_arm(value)
+            if decoded is MISSING:
+                return value
         return _ints_kept(value, decoded) if self._floats else decoded
+
+    def _union_arm(self, value: Any) -> Any:
+        """``value`` (JSON) read strictly as the first arm of the field's union type that
+        takes it; MISSING if none does, or the type is no union."""
+        arms = self._arms
+        if arms is None:
+            annotation = self.annotation
+            union = get_origin(annotation) in (typing.Union, types.UnionType)
+            arms = self._arms = tuple(map(TypeAdapter, get_args(annotation))) if union else ()
+        raw = to_json(value)
+        for arm in arms:
+            try:
+                return arm.validate_json(raw, strict=True)
+            except (ValidationError, TypeError):
+                continue
+        return MISSING
 
 
 def _holds_float(annotation: Any) -> bool:
