@@ -533,3 +533,40 @@ async def test_a_union_of_langchain_agent_classes_is_read_back_as_each_class(
     mine = (await ours.run(None, thread_id="1")).raise_for_status().state
     assert mine == await theirs.ainvoke(None, cfg("1"))
     assert isinstance((await ours.get_state("1")).values["outcome"], AgentFinish)
+
+
+class NestedOutcomes(TypedDict, total=False):
+    steps: list[AgentFinish | AgentAction]
+    by_name: dict[str, AgentFinish | AgentAction]
+    pair: tuple[AgentFinish | AgentAction, str]
+
+
+async def test_unions_of_langchain_agent_classes_in_containers_are_read_back(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_large_cases.py::test_conditional_state_graph's union, inside a list,
+    # a dict and a tuple, AgentFinish first (its __init__ raised on an AgentAction's dict):
+    # each value comes back as its class from every checkpointer (they came back dicts)
+    action = AgentAction(tool="search", tool_input="q", log="act")
+    finish = AgentFinish(return_values={"answer": 1}, log="f")
+    written = {
+        "steps": [action, finish],
+        "by_name": {"a": action, "f": finish},
+        "pair": (action, "seen"),
+    }
+
+    def build(g: Any) -> Any:
+        def write(state: Any) -> dict[str, Any]:
+            return written
+
+        return g.StateGraph(NestedOutcomes).add_node("w", write).add_edge(g.START, "w")
+
+    ours, theirs = pair(build, checkpointer)
+    await ours.run({}, thread_id="1")
+    await theirs.ainvoke({}, cfg("1"))
+    values = (await ours.get_state("1")).values
+    assert values == written
+    lg = (await theirs.aget_state(cfg("1"))).values
+    # (LangGraph's saver gives the tuple back as a list; ours reads it as its type says)
+    assert lg == {**written, "pair": [action, "seen"]}
+    assert [type(v) for v in values["steps"]] == [AgentAction, AgentFinish]

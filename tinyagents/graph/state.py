@@ -15,8 +15,11 @@ enums, datetimes and UUIDs do; fields typed ``Any`` come back as plain JSON.
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
+import functools
 import inspect
+import operator
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -24,7 +27,15 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, NoReturn, get_args, get_origin
 
 import typing_extensions
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    Discriminator,
+    PydanticUserError,
+    TypeAdapter,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+)
 from pydantic_core import to_json
 
 from tinyagents._record import Record
@@ -59,8 +70,8 @@ class Channel(Record):
     _adapter: TypeAdapter[Any] | None = None
     #: the field's type holds ``float`` (read with the adapter): ``decode`` gives back ints
     _floats: bool = False
-    #: the arms of the field's union type, each read alone (``_union_arm``); () if no union
-    _arms: tuple[TypeAdapter[Any], ...] | None = None
+    #: the field's type read with each union arm's ``TypeError`` an invalid arm (``_tolerant``)
+    _tolerant_adapter: TypeAdapter[Any] | None = None
 
     def adapter(self) -> TypeAdapter[Any]:
         if self._adapter is None:
@@ -90,30 +101,54 @@ class Channel(Record):
             return value
         # TypeError: LangChain's AnyMessage, reading a dict with no "type" (a role dict a
         # field typed as LangChain messages once kept); or a union, one of whose classes
-        # has an ``__init__`` of its own that the arm's dict does not fit (LangChain's
-        # ``AgentAction | AgentFinish``: ``AgentFinish.__init__`` raises, and the union's
-        # read stops there): its arms are read one by one
+        # has an ``__init__`` of its own that another arm's dict does not fit (LangChain's
+        # ``AgentAction | AgentFinish``: ``AgentFinish.__init__`` raises, and pydantic's read
+        # of the union stops there): read again with such an arm taken as not matching
         except TypeError:
-            decoded = self._union_arm(value)
-            if decoded is MISSING:
+            tolerant = self._tolerant_adapter
+            if tolerant is None:
+                try:
+                    tolerant = TypeAdapter(_tolerant(self.annotation))
+                except PydanticUserError:  # a union pydantic reads only as it was written
+                    tolerant = self.adapter()
+                self._tolerant_adapter = tolerant
+            try:
+                decoded = tolerant.validate_json(to_json(value), strict=True)
+            except (ValidationError, TypeError):
                 return value
         return _ints_kept(value, decoded) if self._floats else decoded
 
-    def _union_arm(self, value: Any) -> Any:
-        """``value`` (JSON) read strictly as the first arm of the field's union type that
-        takes it; MISSING if none does, or the type is no union."""
-        arms = self._arms
-        if arms is None:
-            annotation = self.annotation
-            union = get_origin(annotation) in (typing.Union, types.UnionType)
-            arms = self._arms = tuple(map(TypeAdapter, get_args(annotation))) if union else ()
-        raw = to_json(value)
-        for arm in arms:
-            try:
-                return arm.validate_json(raw, strict=True)
-            except (ValidationError, TypeError):
-                continue
-        return MISSING
+
+_CONTAINERS = (list, set, frozenset, tuple, dict, collections.abc.Sequence, collections.abc.Mapping)
+
+
+def _tolerant(annotation: Any) -> Any:
+    """``annotation`` with each union arm, at any depth of unions and containers, read so a
+    ``TypeError`` its class raises (an ``__init__`` of its own given another arm's fields)
+    is that arm not matching, and the union tries its next arm."""
+    origin = get_origin(annotation)
+    args = get_args(annotation)
+    if origin is Annotated:
+        meta = annotation.__metadata__
+        if any(isinstance(m, Discriminator) or getattr(m, "discriminator", None) for m in meta):
+            return annotation  # a tagged union (LangChain's AnyMessage): it tries no arms
+        return Annotated[(_tolerant(args[0]), *meta)]  # type: ignore[valid-type]
+    if origin in (typing.Union, types.UnionType):
+        arms = [Annotated[_tolerant(a), _TYPE_ERROR_INVALID] for a in args]
+        return functools.reduce(operator.or_, arms)
+    if origin in _CONTAINERS and args:
+        return origin[tuple(a if a is Ellipsis else _tolerant(a) for a in args)]
+    return annotation
+
+
+def _type_error_invalid(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    try:
+        return handler(value)
+    except TypeError as exc:
+        raise ValueError(str(exc)) from exc
+
+
+_TYPE_ERROR_INVALID = WrapValidator(_type_error_invalid)
 
 
 def _holds_float(annotation: Any) -> bool:
