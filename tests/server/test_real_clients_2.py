@@ -3,8 +3,9 @@
 ``Accept-Encoding: gzip``, a generator body sent chunked), ``aiohttp`` (a live stream read
 line by line while it steers, ``Expect: 100-continue``, a chunked body, a CORS preflight),
 an SSE client that reconnects with ``Last-Event-ID`` across a restart of ``tinyagents
-serve`` and must see every event once, and a client that stops reading a stream and then
-hangs up (its stream is given back)."""
+serve`` and must see every event once, a client that stops reading a stream and then
+hangs up (its stream is given back), and headless Chromium: the console's ``EventSource``
+across that restart, and its cache of the console's files."""
 
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ import aiohttp
 import httpx
 import pytest
 import requests
+import test_console_browser
 from operator_server import BASE, Served, eventually
+from test_console_browser import waiter
 from test_serve import ENV
 from test_sse import parse
 
@@ -153,19 +156,26 @@ async def test_a_cross_origin_preflight_is_refused(served: Served) -> None:
             assert not [h for h in r.headers if h.lower().startswith("access-control-")]
 
 
+#: headless Chromium driven by Selenium, test_console_browser's ``browser`` fixture
+chromium = test_console_browser.browser
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
-def _serve_demo(port: int, store: str, cwd: Path) -> tuple[subprocess.Popen[str], str]:
-    """``tinyagents serve --demo`` on ``port``: the process and the token it printed."""
+def _serve_demo(
+    port: int, store: str, cwd: Path, *, think_s: str = ENV["TINYAGENTS_DEMO_THINK_S"]
+) -> tuple[subprocess.Popen[str], str]:
+    """``tinyagents serve --demo`` on ``port`` (each demo model answer taking ``think_s``):
+    the process and the token it printed."""
     args = ["serve", "--port", str(port), "--store", store, "--demo"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "tinyagents.cli", *args],
         cwd=cwd,
-        env=ENV,
+        env={**ENV, "TINYAGENTS_DEMO_THINK_S": think_s},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -341,3 +351,98 @@ async def test_a_client_that_stops_reading_and_then_hangs_up_gives_its_stream_ba
 
                 await eventually(reopened)
         control.close()
+
+
+def test_the_consoles_timeline_goes_on_across_a_serve_restart_each_event_once(
+    chromium: Any, tmp_path: Path
+) -> None:
+    """Chromium's ``EventSource`` on the console, following a live demo tree, while
+    ``tinyagents serve`` is stopped (Ctrl+C: the tree is cancelled after the streams ended)
+    and started again on the same port and store: the page goes live again, shows the tree's
+    ``run.cancelled`` logged while no stream was open, and every event of the tree's log once.
+    The reconnect sends the used ticket again (a 401): the page asks a new one and resumes
+    after the last event it showed."""
+    from selenium.webdriver.common.by import By
+
+    port, store = _free_port(), f"sqlite:///{tmp_path / 'runs.db'}"
+    proc, token = _serve_demo(port, store, tmp_path, think_s="3")
+    try:
+        wait = waiter(chromium)
+        chromium.get(f"http://127.0.0.1:{port}/#token={token}")
+        row = wait.until(
+            lambda d: d.find_element(
+                By.CSS_SELECTOR,
+                '[data-testid="run-row"][data-agent="orchestrator"][data-depth="0"]'
+                '[data-status="running"]',
+            )
+        )
+        root = row.get_attribute("data-run-id")
+        row.click()
+        connection = chromium.find_element(By.ID, "connection")
+        wait.until(lambda d: connection.text == "live")
+        timeline = (
+            "return [...document.querySelectorAll('[data-testid=\"timeline-event\"]')]"
+            ".map(e => [Number(e.dataset.eventId), e.dataset.type, e.dataset.runId])"
+        )
+        wait.until(lambda d: len(d.execute_script(timeline)) >= 3)
+        _stop(proc)
+        wait.until(lambda d: connection.text != "live")
+        proc, _ = _serve_demo(port, store, tmp_path, think_s="3")
+        wait.until(lambda d: connection.text == "live")
+        wait.until(
+            lambda d: [e for e in d.execute_script(timeline) if e[1:] == ["run.cancelled", root]]
+        )
+        shown = [i for i, _, _ in chromium.execute_script(timeline)]
+        api = f"http://127.0.0.1:{port}{BASE}/events"
+        logged = httpx.get(
+            api,
+            params={"root_run_id": root, "follow": "false"},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=60,
+        )
+        assert logged.status_code == 200
+    finally:
+        _stop(proc)
+    assert len(shown) == len(set(shown)), "an event was shown twice"
+    ids = [m["id"] for m in parse(logged.text)]
+    assert sorted(shown) == [i for i in ids if i <= max(shown)], "an event was not shown"
+
+
+async def test_a_browser_asks_again_for_the_consoles_files_it_holds(
+    chromium: Any, tmp_path: Path
+) -> None:
+    """The console's files had an ``ETag`` and a ``Last-Modified`` but no ``Cache-Control``:
+    a browser then keeps them fresh by its own guess (a tenth of their age) and loads the
+    page again from its cache without asking, so after an upgrade of tinyagents it ran the old
+    ``console.js`` against the new API for days. They are ``no-cache`` now: each load asks
+    again, with the ``ETag`` it holds, and an unchanged file is a body-less 304."""
+    auth = Auth(Auth.generate_key())
+    asked: list[tuple[str, dict[bytes, bytes]]] = []
+    async with Runtime() as runtime:
+        control = Control(runtime)
+        app = create_app(control, auth=auth)
+
+        async def counted(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "http":
+                asked.append((scope["path"], dict(scope["headers"])))
+            await app(scope, receive, send)
+
+        sock = bind("127.0.0.1", 0)
+        async with serving(counted, sock):  # type: ignore[arg-type]
+            host, port = sock.getsockname()[:2]
+            url = f"http://{host}:{port}/"
+            async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+                for path in ("/", "/console.js", "/console.css"):
+                    r = await client.get(path)
+                    assert r.status_code == 200 and r.headers["cache-control"] == "no-cache"
+                    again = await client.get(path, headers={"If-None-Match": r.headers["etag"]})
+                    assert (again.status_code, again.content) == (304, b""), path
+            asked.clear()
+            # two visits, as a user opens the console one day and again the next
+            await asyncio.to_thread(chromium.get, url)
+            await asyncio.to_thread(chromium.get, "about:blank")
+            await asyncio.to_thread(chromium.get, url)
+        control.close()
+    scripts = [headers for path, headers in asked if path == "/console.js"]
+    assert len(scripts) == 2, [path for path, _ in asked]
+    assert b"if-none-match" in scripts[1]  # (answered 304: the same file, not sent again)

@@ -2230,7 +2230,8 @@ def _answer_head(router: "APIRouter", *, skip: set[str]) -> None:
 
 
 def _mount_console(app: "FastAPI") -> None:
-    """Serve ``tinyagents/server/static/`` at ``/`` (index.html for ``/``)."""
+    """Serve ``tinyagents/server/static/`` at ``/`` (index.html for ``/``), ``no-cache``:
+    a browser revalidates each file at each load (``ETag``: a 304 when unchanged)."""
     from fastapi.responses import RedirectResponse
     from fastapi.staticfiles import StaticFiles
     from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -2285,7 +2286,15 @@ def _mount_console(app: "FastAPI") -> None:
             "/",
             app=_WithHeaders(
                 ConsoleFiles(directory=static, html=True),
-                {**_PAGE_HEADERS, "Content-Security-Policy": _CONSOLE_POLICY},
+                # ``no-cache``: a browser asks again at each load (a 304 while the file is
+                # the same). With only an ETag and a Last-Modified it kept the files fresh by
+                # its own guess (a tenth of their age) and, after an upgrade, ran the old
+                # console.js against the new API for days.
+                {
+                    **_PAGE_HEADERS,
+                    "Content-Security-Policy": _CONSOLE_POLICY,
+                    "Cache-Control": "no-cache",
+                },
             ),
             name="console",
         )
