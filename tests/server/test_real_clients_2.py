@@ -446,3 +446,56 @@ async def test_a_browser_asks_again_for_the_consoles_files_it_holds(
     scripts = [headers for path, headers in asked if path == "/console.js"]
     assert len(scripts) == 2, [path for path, _ in asked]
     assert b"if-none-match" in scripts[1]  # (answered 304: the same file, not sent again)
+
+
+def test_seven_console_tabs_load_and_the_first_goes_on_where_it_left_off(
+    chromium: Any, tmp_path: Path
+) -> None:
+    """A browser opens at most six HTTP/1.1 connections to one server, and each console tab
+    following a run held one for its event stream: with six such tabs open, a seventh did
+    not load at all. A tab in the background closes its stream now: seven tabs each follow a
+    run, and back in front the first opens its stream again after the last event it showed,
+    missing none and showing none twice."""
+    from selenium.webdriver.common.by import By
+
+    port, store = _free_port(), f"sqlite:///{tmp_path / 'runs.db'}"
+    proc, token = _serve_demo(port, store, tmp_path, think_s="3")
+    url = f"http://127.0.0.1:{port}/#token={token}"
+    timeline = (
+        "return [...document.querySelectorAll('[data-testid=\"timeline-event\"]')]"
+        ".map(e => Number(e.dataset.eventId))"
+    )
+    try:
+        wait = waiter(chromium)
+        chromium.set_page_load_timeout(60)  # (the seventh tab's load waited for ever)
+        tabs, roots = [], []
+        for _ in range(7):
+            if tabs:
+                chromium.switch_to.new_window("tab")
+            chromium.get(url)
+            row = wait.until(
+                lambda d: d.find_element(
+                    By.CSS_SELECTOR,
+                    '[data-testid="run-row"][data-agent="orchestrator"][data-depth="0"]',
+                )
+            )
+            roots.append(row.get_attribute("data-run-id"))
+            row.click()
+            wait.until(lambda d: d.find_element(By.ID, "connection").text == "live")
+            tabs.append(chromium.current_window_handle)
+        chromium.switch_to.window(tabs[0])
+        wait.until(lambda d: d.find_element(By.ID, "connection").text == "live")
+        # the tree's events logged while it was in the background, and on
+        shown = wait.until(lambda d: (ids := d.execute_script(timeline)) and max(ids) > 0 and ids)
+        logged = httpx.get(
+            f"http://127.0.0.1:{port}{BASE}/events",
+            params={"root_run_id": roots[0], "follow": "false"},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=60,
+        )
+        assert logged.status_code == 200
+    finally:
+        _stop(proc)
+    assert len(shown) == len(set(shown)), "an event was shown twice"
+    ids = [m["id"] for m in parse(logged.text)]
+    assert sorted(shown) == [i for i in ids if i <= max(shown)], "an event was not shown"

@@ -791,6 +791,7 @@
   function resumeStream() {
     const source = state.source;
     if (source && source.readyState === EventSource.CLOSED && (state.streamed || source.unsent)) {
+      if (document.hidden) return; // a tab in the background holds no stream (``asleep``)
       // at most every few seconds: the stream alone may keep failing while the polls pass
       if (Date.now() - (state.reopenedAt || 0) < REOPEN_MS) return;
       state.reopenedAt = Date.now();
@@ -866,12 +867,14 @@
     for (const type of EVENT_TYPES) source.addEventListener(type, onEvent);
     source.addEventListener("stream", (message) => onOpening(source, params, message));
     source.onmessage = onEvent;
+    source.params = params;
     source.onopen = () => {
       opened = true;
       if (state.source !== source) return;
       const { last_event_id: _, ...followed } = params;
       state.streamed = followed;
       setConnection("live");
+      if (document.hidden) asleep(); // it opened after its tab went to the background
     };
     source.onerror = () => {
       if (source.readyState === EventSource.CLOSED && !opened && fallbackRunId && state.source === source) {
@@ -884,6 +887,27 @@
       if (source.readyState === EventSource.CLOSED) setTimeout(poll, 0);
     };
   }
+
+  // A browser opens at most six HTTP/1.1 connections to one server, and each tab following
+  // a run held one for its stream: with six such tabs, a seventh did not load and the others'
+  // polls and commands waited. A tab in the background closes its stream; back in front, it
+  // opens it again after the last event shown (``resumeStream``, on the poll it asks for).
+  function asleep() {
+    const source = state.source;
+    if (!(source instanceof EventSource) || source.readyState === EventSource.CLOSED) return;
+    source.close();
+    if (!state.streamed) source.unsent = source.params; // it had not opened yet
+    setConnection("offline", "this tab is in the background");
+  }
+
+  document.addEventListener("visibilitychange", () => {
+    if (document.hidden) {
+      asleep();
+    } else {
+      state.reopenedAt = 0; // (no wait: the stream was closed on purpose)
+      setTimeout(poll, 0);
+    }
+  });
 
   // A stream's first message: which log its ids count in, and the id it resumes after. After
   // a restart without a store the ids count from 1 again: what the timeline shows of the old
