@@ -29,11 +29,11 @@ from tinyagents.demo import open_store_file, run_demo
 from tinyagents.errors import ConfigurationError, StoreError
 from tinyagents.events.models import EVENT_ADAPTER, Event, RunEvent, SteeringEvent
 from tinyagents.harness.litellm_model import LiteLLMModel, env_name_problem
-from tinyagents.protocol.ids import shown_name
+from tinyagents.protocol.ids import shown_id, shown_name
 from tinyagents.server.commands import add_commands as add_server_commands
 from tinyagents.server.commands import missing_extra
 from tinyagents.server.commands import run_command as run_server_command
-from tinyagents.server.runs_cli import add_runs_command, run_runs_command
+from tinyagents.server.runs_cli import add_runs_command, run_id_arg, run_runs_command
 from tinyagents.store.base import read_snapshot
 from tinyagents.supervisor.validate import validate_command
 
@@ -97,6 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "run_id",
         nargs="?",
         default=None,
+        type=run_id_arg,
         help="show only this run, its descendants and the commands sent to them",
     )
     inspect.add_argument(
@@ -323,7 +324,8 @@ def read_store(
             if not found:
                 known = ", ".join(str(r["run_id"]) for r in runs[:10]) or "none"
                 raise StoreError(
-                    f"run {shown_name(run_id)} is not in {shown_name(str(path))}; runs: {known}"
+                    f"run {shown_name(shown_id(run_id))} is not in {shown_name(str(path))}; "
+                    f"runs: {known}"
                 )
             root = found[0].get("root_run_id") or run_id
             runs = subtree([r for r in runs if r.get("root_run_id") == root], run_id)

@@ -49,7 +49,7 @@ from tinyagents.store.checkpoint.base import WriteRecord
 if TYPE_CHECKING:
     from tinyagents.store.checkpoint.base import Checkpointer
 
-_INTERRUPT_ID = re.compile(r"^i-[0-9a-f]{16}$")
+_INTERRUPT_ID = re.compile(r"i-[0-9a-f]{16}")
 #: the ``Head.barriers`` entry of the deferred nodes waiting to run (joins use their index)
 DEFERRED = "deferred"
 
@@ -688,7 +688,7 @@ class GraphCore:
                         if i.index:
                             later[stable_id("i-", i.task_id, 0)] = i.id
         if isinstance(resume, dict) and all(
-            isinstance(k, str) and _INTERRUPT_ID.match(k) for k in resume
+            isinstance(k, str) and _INTERRUPT_ID.fullmatch(k) for k in resume
         ):
             resume = _first_ids_answer_later(resume, later)
             unknown = sorted(set(resume) - set(pending))

@@ -33,6 +33,7 @@ from tinyagents.harness.output import OutputSpec, output_json_schema, output_spe
 from tinyagents.harness.render import SteeringRenderer
 from tinyagents.harness.tools import FunctionTool, Tool, check_retries
 from tinyagents.protocol import SteeringActor
+from tinyagents.protocol.ids import name_problem
 from tinyagents.runs.host import RunHost, check_runtime, private_host
 from tinyagents.runs.limits import RunLimits
 
@@ -88,6 +89,10 @@ class Agent:
             raise ConfigurationError("an Agent needs a non-empty name")
         if not isinstance(name, str):
             raise ConfigurationError(f"an Agent's name is text, got {type(name).__name__}")
+        if (problem := name_problem(name)) is not None:
+            raise ConfigurationError(
+                f"an agent's name is printable text: {name!a} is not ({problem})"
+            )
         _check_actor_name(name)
         if unknown_tools not in ("error_result", "fail"):
             raise ConfigurationError(

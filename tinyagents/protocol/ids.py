@@ -65,6 +65,12 @@ ID_PATTERN = rf"^[^\x00-\x1f\x7f-\x9f\u2028\u2029{SPOOFING}]*$"
 STORED_ID_PATTERN = r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]*$"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _SPOOFING = re.compile(rf"[{SPOOFING}]")
+#: What a name shown beside an id (an agent's) may not hold: a control character, a line or
+#: paragraph separator, or a bidi control (which shows the text around it reordered:
+#: CVE-2021-42574, "Trojan Source"). Zero-width joiners stay: words and emoji need them.
+_NOT_IN_A_NAME = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
 #: What an id problem says (the pattern would say only that it did not match).
 CONTROL_PROBLEM = (
     "holds a control character (U+0000-U+001F or U+007F-U+009F, NUL among them) or a line "
@@ -107,6 +113,18 @@ def id_problem(value: str, *, stored: bool = False) -> str | None:
             "give unicodedata.normalize('NFC', id)"
         )
     return None
+
+
+def name_problem(name: str) -> str | None:
+    """What keeps ``name`` (an agent's, shown in listings, logs and the steering header) from
+    being shown as it is, or None: a character of ``_NOT_IN_A_NAME``, named by code point."""
+    if (found := _NOT_IN_A_NAME.search(name)) is None:
+        return None
+    return (
+        f"it holds U+{ord(found.group()):04X}, a control character, line break or bidi "
+        "control, which a log line, a terminal or a web page shows as no text (or breaks, "
+        "or reorders)"
+    )
 
 
 def shown_name(text: str) -> str:

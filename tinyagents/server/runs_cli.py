@@ -110,7 +110,7 @@ def _name(text: str) -> str:
     return text
 
 
-def _run_id(text: str) -> str:
+def run_id_arg(text: str) -> str:
     """A ``RUN_ID`` or ``--root``: not blank (an unset variable gave "", which over --url
     was blamed on the URL, the path ``/runs//pause`` being no endpoint)."""
     if not text.strip():
@@ -170,7 +170,7 @@ def add_runs_command(sub: Any) -> None:
         help="only runs in this status",
     )
     listing.add_argument(
-        "--root", type=_run_id, default=None, help="only the runs of this tree (a root id)"
+        "--root", type=run_id_arg, default=None, help="only the runs of this tree (a root id)"
     )
     pages = listing.add_mutually_exclusive_group()
     pages.add_argument(
@@ -187,9 +187,9 @@ def add_runs_command(sub: Any) -> None:
         help="start after the runs listed before (the cursor a previous list printed)",
     )
     for name, text in (("show", "one run's snapshot"), ("tree", "a run and its descendants")):
-        actions.add_parser(name, parents=[where], help=text).add_argument("run_id", type=_run_id)
+        actions.add_parser(name, parents=[where], help=text).add_argument("run_id", type=run_id_arg)
     steer = actions.add_parser("steer", parents=[where], help="send the run an instruction")
-    steer.add_argument("run_id", type=_run_id)
+    steer.add_argument("run_id", type=run_id_arg)
     steer.add_argument("message", help="the instruction, e.g. 'focus on billing'")
     for name, text in (
         ("pause", "pause the run at its next safe boundary"),
@@ -197,12 +197,12 @@ def add_runs_command(sub: Any) -> None:
         ("cancel", "stop the run for good"),
     ):
         act = actions.add_parser(name, parents=[where], help=text)
-        act.add_argument("run_id", type=_run_id)
+        act.add_argument("run_id", type=run_id_arg)
         act.add_argument("--reason", default=None, help="why (kept in the audit trail)")
     approve = actions.add_parser(
         "approve", parents=[where], help="answer a graph run's pending interrupt"
     )
-    approve.add_argument("run_id", type=_run_id)
+    approve.add_argument("run_id", type=run_id_arg)
     approve.add_argument(
         "--interrupt",
         type=_name,

@@ -39,6 +39,7 @@ from tinyagents.protocol.commands import (
 )
 from tinyagents.protocol.ids import id_problem, shown_id
 from tinyagents.protocol.state import CommandState
+from tinyagents.store._lookups import checked_lookups
 
 _log = logging.getLogger("tinyagents.store")
 
@@ -130,6 +131,11 @@ class Store(ABC):
     processes submit for the runs a runtime owns."""
 
     url: str = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # every backend's lookups take their arguments alike (``_lookups``)
+        super().__init_subclass__(**kwargs)
+        checked_lookups(cls)
 
     async def open(self) -> None:  # noqa: B027 - optional hook
         """Connect and create the schema (idempotent)."""
@@ -388,6 +394,8 @@ class Store(ABC):
     async def inbox_receipt(self, request_id: str) -> SteeringReceipt | None:
         """The receipt of an answered item; None while it waits (or for an unknown id)."""
 
+
+checked_lookups(Store)
 
 #: Where a run sits in a listing: (created_at as ISO text, run_id), compared as code points.
 RunKey = tuple[str, str]

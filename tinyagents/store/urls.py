@@ -34,7 +34,7 @@ def redacted(dsn: str) -> str:
 def sqlite_path(spec: str, *, what: str = "store") -> str:
     """The file a ``sqlite://`` URL names (``sqlite:///rel.db`` → ``rel.db``,
     ``sqlite:////abs.db`` → ``/abs.db``; ``sqlite+aiosqlite://`` alike); ``ConfigurationError``
-    for one that names none or has a query. ``what`` names the URL's user in the message."""
+    for one that names none or has a query or a fragment. ``what`` names the URL's user in the message."""
     path = spec.removeprefix("sqlite+aiosqlite://").removeprefix("sqlite://")
     path = path[1:] if path.startswith("/") else path
     if not path:  # SQLite reads "" as a private temporary database, gone at close
@@ -47,6 +47,13 @@ def sqlite_path(spec: str, *, what: str = "store") -> str:
         raise ConfigurationError(
             f"{what} {spec!r}: a SQLite {what} URL takes no query ('?{query}'); name the file "
             f"alone, e.g. {name!r}"
+        )
+    if "#" in path:  # a URL's fragment: a URL reader drops it, and SQLite made it the name's
+        name, _, fragment = spec.partition("#")
+        raise ConfigurationError(
+            f"{what} {spec!r}: a SQLite {what} URL takes no fragment ('#{fragment}'): read as a "
+            f"URL it names {name!r}, but the file made would be {path!r}; name the file alone, "
+            "or give a file whose name holds '#' as a path (SqliteStore(path))"
         )
     return path
 

@@ -1,0 +1,155 @@
+"""The arguments of a ``Store``'s lookups, checked alike for every backend.
+
+A lookup called directly (``store.load_run(...)``, ``store.load_events(type_prefix=...)``)
+was answered by whatever each backend's driver made of what it was given: text holding a NUL
+found nothing in memory and on SQLite and was a ``StoreError`` on PostgreSQL (its text holds
+no NUL), a lone surrogate a ``StoreError`` on both durable stores, a 5 where text goes a bare
+``TypeError`` on one backend and "nothing" on another. ``checked_lookups`` wraps each lookup a
+``Store`` class defines (``Store.__init_subclass__``), so that every backend, ours or one
+written elsewhere, answers the same:
+
+- a value that is not of the argument's type is an ``ArgumentError`` naming the argument;
+- text no row can hold (a NUL, a lone surrogate) finds nothing (``None``, ``[]``), the
+  lookup unasked; a list of statuses or states finds what its other items find.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tinyagents.errors import ArgumentError
+from tinyagents.protocol.ids import shown_id
+
+#: The arguments each lookup takes as text (an id, a tenant, a prefix...).
+_TEXT = {
+    "get_command": ("correlation_id", "scope"),
+    "open_commands": ("thread_id",),
+    "load_events": ("run_id", "root_run_id", "type_prefix"),
+    "load_runs": ("tenant_id",),
+    "list_runs": ("tenant_id", "root_run_id"),
+    "run_commands": ("run_id",),
+    "load_run": ("run_id",),
+    "read_events": ("tenant_id", "run_id", "root_run_id"),
+    "last_events": ("tenant_id", "run_id", "root_run_id", "type_prefix"),
+    "inbox_receipt": ("request_id",),
+    "inbox_take": ("owner",),
+}
+#: The arguments each lookup takes as a whole number (None where its default is None).
+_NUMBERS = {
+    "list_runs": ("limit",),
+    "read_events": ("after_id", "limit"),
+    "last_events": ("before_id", "limit"),
+    "inbox_take": ("limit",),
+}
+#: The arguments each lookup takes as a list of text, any of which a row may match.
+_ANY_OF = {"list_runs": ("statuses",), "run_commands": ("states",)}
+#: What a lookup that finds nothing answers.
+_NOTHING: dict[str, Callable[[], Any]] = {
+    name: list for name in _TEXT if name not in ("get_command", "load_run", "inbox_receipt")
+}
+_NOTHING.update(get_command=lambda: None, load_run=lambda: None, inbox_receipt=lambda: None)
+LOOKUPS = frozenset(_TEXT)
+
+
+def checked_lookups(cls: type) -> None:
+    """Wrap each lookup ``cls`` defines itself (see the module's docstring)."""
+    for name in LOOKUPS & vars(cls).keys():
+        method = vars(cls)[name]
+        if not getattr(method, "__isabstractmethod__", False):
+            setattr(cls, name, _checked(name, method))
+
+
+def _checked(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+    signature = inspect.signature(method)
+    params = signature.parameters
+
+    @functools.wraps(method)
+    async def lookup(self: Any, *args: Any, **kwargs: Any) -> Any:
+        given = signature.bind(self, *args, **kwargs).arguments
+        findable = True
+        for arg in _TEXT[name]:
+            if arg in given:
+                findable &= _text(arg, given[arg], params[arg].default is None)
+        for arg in _NUMBERS.get(name, ()):
+            if arg in given:
+                _number(arg, given[arg], params[arg].default is None)
+        if name == "list_runs" and "before" in given:
+            findable &= _run_key(given["before"])
+        for arg in _ANY_OF.get(name, ()):
+            if arg in given:
+                kept = _any_of(arg, given[arg])
+                if len(kept) < len(given[arg]):  # what no row holds matches no row
+                    findable &= bool(kept)
+                    kwargs[arg] = tuple(kept)
+        if not findable:
+            return _NOTHING[name]()
+        return await method(self, *args, **kwargs)
+
+    return lookup
+
+
+def _holdable(text: str) -> bool:
+    """Whether a row can hold ``text``: PostgreSQL's text takes no NUL, no store a lone
+    surrogate (no UTF-8 encodes one)."""
+    if "\x00" in text:
+        return False
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _text(arg: str, value: object, optional: bool) -> bool:
+    if value is None and optional:
+        return True
+    if not isinstance(value, str):
+        raise ArgumentError(
+            f"{arg} is text{' or None' if optional else ''}, got {type(value).__name__} "
+            f"{shown_id(repr(value))}"
+        )
+    return _holdable(value)
+
+
+def _number(arg: str, value: object, optional: bool) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ArgumentError(
+            f"{arg} is a whole number{' or None' if optional else ''}, got "
+            f"{type(value).__name__} {shown_id(repr(value))}"
+        )
+
+
+def _run_key(value: object) -> bool:
+    if value is None:
+        return True
+    if (
+        not isinstance(value, (tuple, list))
+        or len(value) != 2
+        or not all(isinstance(part, str) for part in value)
+    ):
+        raise ArgumentError(
+            "before is a run key (created_at as ISO text, run_id), as a listing's last run "
+            f"gives it, or None; got {type(value).__name__} {shown_id(repr(value))}"
+        )
+    return all(_holdable(part) for part in value)
+
+
+def _any_of(arg: str, value: object) -> list[str]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence | set | frozenset):
+        raise ArgumentError(
+            f"{arg} is a list of text (any of which a row may have), got "
+            f"{type(value).__name__} {shown_id(repr(value))}"
+        )
+    for item in value:
+        if not isinstance(item, str):
+            raise ArgumentError(
+                f"{arg} is a list of text, holding {type(item).__name__} {shown_id(repr(item))}"
+            )
+    return [item for item in value if _holdable(item)]
