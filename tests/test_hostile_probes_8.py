@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -263,3 +264,39 @@ def test_inspect_of_a_long_run_id_quotes_it_cut(
     said = capsys.readouterr()
     assert "(100,000 characters)" in said.err + said.out
     assert len(said.err + said.out) < 2_000
+
+
+@pytest.mark.parametrize("value", [5, None, "r-\x00", "r-\ud800"], ids=repr)
+async def test_a_release_or_a_nonce_claim_given_odd_text_agrees_on_every_backend(
+    tmp_path: Path, value: Any
+) -> None:
+    """Found: ``store.release_run("r\\x00", owner, None)`` was ``False`` (nothing released)
+    in memory and on SQLite and a ``StoreError`` on PostgreSQL; ``claim_nonce(5, ...)``
+    claimed in memory and on SQLite and was a ``StoreError`` on PostgreSQL, and
+    ``claim_nonce("n", expires_at=None)`` ``False`` in memory, an ``AttributeError`` on SQLite
+    and a ``TypeError`` on PostgreSQL. Now a run id or owner that is no text (or a nonce,
+    or an expiry that is no datetime) is an ``ArgumentError``; a release of text no row can
+    hold releases nothing; a nonce no row can hold is refused, never claimed."""
+    expires = datetime.now(UTC) + timedelta(minutes=1)
+    try:
+        for store in _stores(tmp_path):
+            await store.open()
+            try:
+                if isinstance(value, str):
+                    assert await store.release_run(value, "owner", None) is False
+                    assert await store.release_run("r-1", value, None) is False
+                else:
+                    with pytest.raises(ArgumentError, match="run_id is text"):
+                        await store.release_run(value, "owner", None)
+                    with pytest.raises(ArgumentError, match="owner is text"):
+                        await store.release_run("r-1", value, None)
+                with pytest.raises(ArgumentError, match="nonce is"):
+                    await store.claim_nonce(value, expires_at=expires)
+                with pytest.raises(ArgumentError, match="expires_at is a datetime"):
+                    await store.claim_nonce("n-1", expires_at=value)
+                assert await store.claim_nonce("n-1", expires_at=expires) is True
+                assert await store.claim_nonce("n-1", expires_at=expires) is False
+            finally:
+                await store.close()
+    finally:
+        await drop_pg_schemas()

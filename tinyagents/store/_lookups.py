@@ -9,8 +9,11 @@ no NUL), a lone surrogate a ``StoreError`` on both durable stores, a 5 where tex
 written elsewhere, answers the same:
 
 - a value that is not of the argument's type is an ``ArgumentError`` naming the argument;
-- text no row can hold (a NUL, a lone surrogate) finds nothing (``None``, ``[]``), the
-  lookup unasked; a list of statuses or states finds what its other items find.
+- text no row can hold (a NUL, a lone surrogate) finds nothing (``None``, ``[]``; a
+  ``release_run`` releases nothing), the lookup unasked; a list of statuses or states finds
+  what its other items find;
+- ``claim_nonce``, which writes, refuses a nonce no row can hold, and an expiry that is no
+  datetime (``ArgumentError``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from tinyagents.errors import ArgumentError
@@ -36,6 +40,7 @@ _TEXT = {
     "last_events": ("tenant_id", "run_id", "root_run_id", "type_prefix"),
     "inbox_receipt": ("request_id",),
     "inbox_take": ("owner",),
+    "release_run": ("run_id", "owner"),
 }
 #: The arguments each lookup takes as a whole number (None where its default is None).
 _NUMBERS = {
@@ -50,8 +55,13 @@ _ANY_OF = {"list_runs": ("statuses",), "run_commands": ("states",)}
 _NOTHING: dict[str, Callable[[], Any]] = {
     name: list for name in _TEXT if name not in ("get_command", "load_run", "inbox_receipt")
 }
-_NOTHING.update(get_command=lambda: None, load_run=lambda: None, inbox_receipt=lambda: None)
-LOOKUPS = frozenset(_TEXT)
+_NOTHING.update(
+    get_command=lambda: None,
+    load_run=lambda: None,
+    inbox_receipt=lambda: None,
+    release_run=lambda: False,  # no row holds the run (or names the owner): nothing released
+)
+LOOKUPS = frozenset({*_TEXT, "claim_nonce"})
 
 
 def checked_lookups(cls: type) -> None:
@@ -63,6 +73,8 @@ def checked_lookups(cls: type) -> None:
 
 
 def _checked(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+    if name == "claim_nonce":
+        return _checked_claim(method)
     signature = inspect.signature(method)
     params = signature.parameters
 
@@ -89,6 +101,27 @@ def _checked(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
         return await method(self, *args, **kwargs)
 
     return lookup
+
+
+def _checked_claim(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``claim_nonce``: a nonce is claimed, not looked up, so one no row can hold is refused
+    (never "claimed"), and its expiry is a datetime."""
+
+    @functools.wraps(method)
+    async def claim_nonce(self: Any, nonce: object, *, expires_at: object) -> Any:
+        if not isinstance(nonce, str) or not _holdable(nonce):
+            raise ArgumentError(
+                "nonce is text without NUL characters or lone surrogates, got "
+                f"{type(nonce).__name__} {shown_id(repr(nonce))}"
+            )
+        if not isinstance(expires_at, datetime):
+            raise ArgumentError(
+                f"expires_at is a datetime, got {type(expires_at).__name__} "
+                f"{shown_id(repr(expires_at))}"
+            )
+        return await method(self, nonce, expires_at=expires_at)
+
+    return claim_nonce
 
 
 def _holdable(text: str) -> bool:

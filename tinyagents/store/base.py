@@ -128,7 +128,12 @@ PRUNE_INBOX = (
 
 class Store(ABC):
     """Durable steering log, event log, run snapshots and the inbox of commands that other
-    processes submit for the runs a runtime owns."""
+    processes submit for the runs a runtime owns.
+
+    Every backend's lookups (and ``release_run``, ``claim_nonce``) take their arguments
+    alike, checked before the backend is asked (``tinyagents.store._lookups``): an argument
+    of the wrong type is an ``ArgumentError``, and text no row can hold (a NUL, a lone
+    surrogate) finds nothing."""
 
     url: str = ""
 
