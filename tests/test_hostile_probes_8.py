@@ -17,7 +17,7 @@ import pytest
 from services import drop_pg_schemas, pg_schema, postgres_dsn
 
 from tinyagents import Agent, Runtime
-from tinyagents.errors import ArgumentError, ConfigurationError
+from tinyagents.errors import ArgumentError, ConfigurationError, SteeringRejected
 from tinyagents.graph import END, START, Command, StateGraph, interrupt
 from tinyagents.store import MemoryStore, PostgresStore, SqliteStore, Store
 from tinyagents.store.checkpoint import MemoryCheckpointer
@@ -300,3 +300,45 @@ async def test_a_release_or_a_nonce_claim_given_odd_text_agrees_on_every_backend
                 await store.close()
     finally:
         await drop_pg_schemas()
+
+
+# -- the steering policies' settings ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("bound", [None, "16384", 1.5, True, 0, -1], ids=repr)
+def test_a_payload_bound_that_is_no_whole_number_of_bytes_is_refused_when_made(
+    bound: Any,
+) -> None:
+    """Found: ``PayloadPolicy(max_text_bytes=None)`` (or ``"16384"``) was taken, and every
+    command sent after was rejected "policy 'payload' failed (TypeError: ...)": no run could
+    be steered. ``1.5``, ``0`` and ``-1`` rejected every command as too large ("> 0
+    bytes"), the smallest payload, ``{}``, being 2 bytes. Now a ``ConfigurationError``
+    when the policy is made."""
+    from tinyagents.steering.policies import PayloadPolicy
+
+    with pytest.raises(ConfigurationError, match="max_text_bytes must be a whole number >= 2"):
+        PayloadPolicy(max_text_bytes=bound)
+
+
+@pytest.mark.parametrize("clamp", ["no", 0, 1, None], ids=repr)
+def test_a_budget_clamp_that_is_no_bool_is_refused(clamp: Any) -> None:
+    """Found: ``BudgetPolicy(clamp="no")`` clamped (non-empty text is true) and
+    ``clamp=0`` did not, each without a word. Now ``clamp`` is ``True`` or ``False``, as
+    ``observe_only`` and ``subgraphs=`` are."""
+    from tinyagents.steering.policies import BudgetPolicy
+
+    with pytest.raises(ConfigurationError, match="clamp= is True or False"):
+        BudgetPolicy(clamp=clamp)
+    assert BudgetPolicy(clamp=True).clamp is True
+
+
+async def test_a_payload_bound_of_a_whole_number_still_bounds() -> None:
+    from tinyagents import PolicyPipeline
+    from tinyagents.steering.policies import PayloadPolicy
+
+    async with Runtime(policies=PolicyPipeline([PayloadPolicy(max_text_bytes=64)])) as rt:
+        handle = await rt.start(Agent("a", ScriptedModel(["done"])), "task")
+        assert (await handle.steer("look")).status.value == "accepted"
+        with pytest.raises(SteeringRejected, match="payload too large"):
+            await handle.steer("x" * 100)
+        await handle.result()

@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 from tinyagents import _clock
+from tinyagents._bounds import whole_number
+from tinyagents.errors import ConfigurationError
 from tinyagents.protocol.commands import (
     GraphSupervisorActor,
     HumanActor,
@@ -144,6 +146,11 @@ class BudgetPolicy(CheckPolicy):
     policy_id = "budget"
 
     def __init__(self, *, clamp: bool = False) -> None:
+        if not isinstance(clamp, bool):  # "no" clamped, being true
+            raise ConfigurationError(
+                f"BudgetPolicy(clamp=...): clamp= is True or False, got "
+                f"{type(clamp).__name__} {clamp!r:.80}"
+            )
         self.clamp = clamp
         self.inline = not clamp  # a clamp transforms the command: it needs call_next
 
@@ -273,7 +280,13 @@ class PayloadPolicy(CheckPolicy):
     policy_id = "payload"
 
     def __init__(self, *, max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES) -> None:
-        self.max_text_bytes = max_text_bytes
+        # checked now: None failed every command later (a TypeError), 0 refused every one
+        self.max_text_bytes = whole_number(
+            "PayloadPolicy: max_text_bytes",
+            max_text_bytes,
+            least=2,
+            why="the JSON of the smallest payload, {}, is 2 bytes",
+        )
 
     def check(self, cmd: SteeringCommand, ctx: PolicyContext | SenderContext) -> str | None:
         limit = self.max_text_bytes
