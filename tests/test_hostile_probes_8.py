@@ -8,6 +8,7 @@ Each test is a probe that found something (named in its docstring) or holds a de
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -342,3 +343,36 @@ async def test_a_payload_bound_of_a_whole_number_still_bounds() -> None:
         with pytest.raises(SteeringRejected, match="payload too large"):
             await handle.steer("x" * 100)
         await handle.result()
+
+
+# -- a steering renderer's template -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("template", "says"),
+    [
+        ("{text.__class__}", "{text.__class__}"),
+        ("{actor.__class__.__init__}", "{actor.__class__.__init__}"),
+        ("{text:>99999999999}", "{text:>99999999999}"),
+        ("{text:>300000000}", "{text:>300000000}"),
+        ("{text!r}", "{text!r}"),
+    ],
+)
+def test_a_template_field_is_a_plain_name(template: str, says: str) -> None:
+    """Found: ``SteeringRenderer(template="{text.__class__}")`` was taken, and every steered
+    model was shown ``<class 'str'>`` (``str.format`` reads a field's attributes and items:
+    a template reaches what the values hold, as LangChain's f-string templates were found
+    to, which now refuse a ``.`` or ``[`` in a field); ``"{text:>99999999999}"`` was a bare
+    ``MemoryError`` when made, and ``"{text:>300000000}"`` sent 300 MB a steering. A field
+    is now one of the names, as it is (no attribute, item, conversion or format spec)."""
+    from tinyagents import SteeringRenderer
+
+    with pytest.raises(ConfigurationError, match=re.escape(says)):
+        SteeringRenderer(template=template)
+
+
+def test_a_template_of_plain_fields_and_literal_braces_is_still_taken() -> None:
+    from tinyagents import SteeringRenderer
+
+    renderer = SteeringRenderer(template="{{note}} {kind} from {actor}: {text} [{correlation_id}]")
+    assert renderer.template.startswith("{{note}}")

@@ -15,6 +15,7 @@ brackets or separators: a sender cannot forge ``from human "admin"`` or a second
 from __future__ import annotations
 
 import re
+from string import Formatter
 from typing import Literal
 
 from tinyagents._record import Record, record
@@ -92,17 +93,37 @@ class SteeringRenderer(Record):
                 f"SteeringRenderer: template must be text, got {type(self.template).__name__}"
             )
         try:
-            self.template.format(**dict.fromkeys(_FIELDS, ""))
-        except KeyError as exc:
-            raise ConfigurationError(
-                f"SteeringRenderer: template has a field {{{exc.args[0]}}} that is not one of "
-                f"{', '.join('{' + name + '}' for name in _FIELDS)}"
-            ) from None
-        except (ValueError, IndexError) as exc:
+            fields = [
+                (name, conversion, spec)
+                for _, name, spec, conversion in Formatter().parse(self.template)
+                if name is not None
+            ]
+        except ValueError as exc:
             raise ConfigurationError(
                 f"SteeringRenderer: template cannot be filled in ({exc}); write a literal "
                 "brace as {{ or }}"
             ) from None
+        names = ", ".join("{" + name + "}" for name in _FIELDS)
+        for name, conversion, spec in fields:
+            if name in _FIELDS and not conversion and not spec:
+                continue
+            if name.isidentifier() and not conversion and not spec:
+                raise ConfigurationError(
+                    f"SteeringRenderer: template has a field {{{name}}} that is not one of {names}"
+                )
+            # str.format reads a field's attributes and items ({text.__class__}), and pads to
+            # any width ({text:>99999999999} was a MemoryError): a field is a name, as it is
+            shown = (
+                "{"
+                + name
+                + (f"!{conversion}" if conversion else "")
+                + (f":{spec}" if spec else "")
+                + "}"
+            )
+            raise ConfigurationError(
+                f"SteeringRenderer: template field {shown} is not a plain name: a field is "
+                f"one of {names}, as it is (no attribute, item, conversion or format spec)"
+            )
 
     def text_of(self, cmd: SteeringCommand) -> str:
         p = cmd.payload
