@@ -376,3 +376,32 @@ def test_a_template_of_plain_fields_and_literal_braces_is_still_taken() -> None:
 
     renderer = SteeringRenderer(template="{{note}} {kind} from {actor}: {text} [{correlation_id}]")
     assert renderer.template.startswith("{{note}}")
+
+
+# -- a rejection's reason ---------------------------------------------------------------------
+
+
+def _step(n: int) -> str:
+    """One step."""
+    return f"step {n}"
+
+
+async def test_a_constrain_tools_naming_many_unknown_tools_is_refused_in_a_short_reason() -> None:
+    """Found: ``constrain_tools`` naming 20,000 tools the run lacks was rejected with a
+    189,000-character reason listing each (the allowlist comes before the payload bound in
+    the pipeline, so a payload of any size was quoted whole), kept in the receipt, the
+    ``steering.rejected`` event and the steering log. The reason now names the first few
+    and counts the rest, each name cut as an id is."""
+    async with Runtime() as rt:
+        handle = await rt.start(Agent("a", ScriptedModel(["done"]), tools=[_step]), "task")
+        with pytest.raises(SteeringRejected) as refused:
+            await handle.constrain_tools([f"t{i}" for i in range(20_000)])
+        reason = str(refused.value)
+        assert len(reason) < 1_000, len(reason)
+        assert "would widen the tools" in reason and "and 19,990 more" in reason
+        with pytest.raises(SteeringRejected) as refused:
+            await handle.constrain_tools(["x" * 5_000])
+        assert len(str(refused.value)) < 1_000
+        with pytest.raises(SteeringRejected, match=r"with \['nope'\]; allowed now: \['_step'\]"):
+            await handle.constrain_tools(["nope"])
+        await handle.result()

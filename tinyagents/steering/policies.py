@@ -17,6 +17,7 @@ from tinyagents.protocol.commands import (
     SteeringKind,
     TestActor,
 )
+from tinyagents.protocol.ids import shown_id
 from tinyagents.runs.limits import BUDGET_FIELDS
 from tinyagents.steering.policy import (
     CallNext,
@@ -129,11 +130,24 @@ class AllowlistPolicy(CheckPolicy):
             what = "models"
         if extra:
             return (
-                f"{cmd.kind.value} would widen the {what} of run {target.run_id} with {extra}; "
-                f"allowed now: {sorted(target.tools or ()) if what == 'tools' else list(target.models or ())}"
+                f"{cmd.kind.value} would widen the {what} of run {target.run_id} with "
+                f"{_some(extra)}; allowed now: "
+                f"{sorted(target.tools or ()) if what == 'tools' else list(target.models or ())}"
                 " — steering can only narrow"
             )
         return None
+
+
+#: How many of the names a command would widen a run with its rejection quotes: the
+#: allowlist comes before the payload bound, and quoted a payload of any size whole.
+_QUOTED_NAMES = 10
+
+
+def _some(names: list[str]) -> str:
+    """The first ``_QUOTED_NAMES`` of ``names``, each cut as an id is, and how many more."""
+    shown = str([shown_id(name) for name in names[:_QUOTED_NAMES]])
+    more = len(names) - _QUOTED_NAMES
+    return f"{shown} (and {more:,} more)" if more > 0 else shown
 
 
 class BudgetPolicy(CheckPolicy):
