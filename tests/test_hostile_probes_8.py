@@ -315,7 +315,7 @@ def test_a_payload_bound_that_is_no_whole_number_of_bytes_is_refused_when_made(
     be steered. ``1.5``, ``0`` and ``-1`` rejected every command as too large ("> 0
     bytes"), the smallest payload, ``{}``, being 2 bytes. Now a ``ConfigurationError``
     when the policy is made."""
-    from tinyagents.steering.policies import PayloadPolicy
+    from tinyagents.steering import PayloadPolicy
 
     with pytest.raises(ConfigurationError, match="max_text_bytes must be a whole number >= 2"):
         PayloadPolicy(max_text_bytes=bound)
@@ -326,7 +326,7 @@ def test_a_budget_clamp_that_is_no_bool_is_refused(clamp: Any) -> None:
     """Found: ``BudgetPolicy(clamp="no")`` clamped (non-empty text is true) and
     ``clamp=0`` did not, each without a word. Now ``clamp`` is ``True`` or ``False``, as
     ``observe_only`` and ``subgraphs=`` are."""
-    from tinyagents.steering.policies import BudgetPolicy
+    from tinyagents.steering import BudgetPolicy
 
     with pytest.raises(ConfigurationError, match="clamp= is True or False"):
         BudgetPolicy(clamp=clamp)
@@ -335,7 +335,7 @@ def test_a_budget_clamp_that_is_no_bool_is_refused(clamp: Any) -> None:
 
 async def test_a_payload_bound_of_a_whole_number_still_bounds() -> None:
     from tinyagents import PolicyPipeline
-    from tinyagents.steering.policies import PayloadPolicy
+    from tinyagents.steering import PayloadPolicy
 
     async with Runtime(policies=PolicyPipeline([PayloadPolicy(max_text_bytes=64)])) as rt:
         handle = await rt.start(Agent("a", ScriptedModel(["done"])), "task")
