@@ -1,6 +1,7 @@
 """A hostile or careless user's eighth round: an agent's name, a store's lookups called
-directly, a SQLite URL's fragment, an interrupt id's last newline. (The operator API's
-probes of this round are in ``tests/server/test_hostile_api_8.py``.)
+directly, a SQLite URL's fragment, an interrupt id's last newline, ``tinyagents inspect``'s
+run id, the steering policies' settings, a steering template's fields, a rejection's reason.
+(The operator API's probes of this round are in ``tests/server/test_hostile_api_8.py``.)
 
 Each test is a probe that found something (named in its docstring) or holds a decision down.
 """
