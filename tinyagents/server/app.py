@@ -70,7 +70,6 @@ from tinyagents.errors import (
     RuntimeClosed,
     StoreError,
 )
-from tinyagents.events.models import surrogates_escaped
 from tinyagents.protocol.commands import (
     MAX_CORRELATION_ID,
     MAX_PROBLEMS,
@@ -114,9 +113,11 @@ from tinyagents.server.loopback import LoopbackOnly
 from tinyagents.server.problems import (
     CAUSE_TYPES,
     ERROR_TYPES,
+    api_json,
     error_body,
     library_status,
     library_type,
+    send_error,
 )
 from tinyagents.server.sse import event_stream
 from tinyagents.store.base import run_key
@@ -1198,11 +1199,7 @@ class BodyLimit:
             await self._refuse(send)
 
     async def _refuse(self, send: Any) -> None:
-        detail = f"request body too large: the limit is {self.limit} bytes"
-        body = json.dumps(error_body(413, detail)).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-        await send({"type": "http.response.start", "status": 413, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await send_error(send, 413, f"request body too large: the limit is {self.limit} bytes")
 
 
 class EncodedSlash:
@@ -1268,18 +1265,14 @@ class Asterisk:
         if scope["type"] != "http" or scope.get("path") != "*":
             await self.app(scope, receive, send)
             return
-        if scope["method"] == "OPTIONS":
-            status, body = 200, b""
-            headers = [(b"content-length", b"0")]
-        else:
+        if scope["method"] != "OPTIONS":
             detail = "the target '*' is for OPTIONS only (RFC 9112 section 3.2.4)"
-            status, body = 400, json.dumps(error_body(400, detail)).encode()
-            headers = [
-                (b"content-type", b"application/json"),
-                (b"content-length", b"%d" % len(body)),
-            ]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+            await send_error(send, 400, detail)
+            return
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"0")]}
+        )
+        await send({"type": "http.response.body", "body": b""})
 
 
 def create_app(
@@ -1311,17 +1304,12 @@ def create_app(
     from starlette.routing import Match, Mount, Route
 
     class Json(JSONResponse):
-        """The API's JSON, starlette's, but a lone surrogate (an event's text from a model or
-        a tool, in a trace or a command's history) is JSON's escape, as in ``Event.to_json``
-        (``surrogates_escaped``): UTF-8 had no bytes for it, and the answer was a 500. Only a
-        text that fails to encode is written again."""
+        """The API's JSON (``api_json``): starlette's, but a lone surrogate (an event's text
+        from a model or a tool, in a trace or a command's history) is JSON's escape, as in
+        ``Event.to_json``: UTF-8 had no bytes for it, and the answer was a 500."""
 
         def render(self, content: Any) -> bytes:
-            text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-            try:
-                return text.encode("utf-8")
-            except UnicodeEncodeError:
-                return surrogates_escaped(text).encode("utf-8")
+            return api_json(content)
 
     api = OperatorApi(control, auth)
     #: the event streams open now, by (tenant, user)

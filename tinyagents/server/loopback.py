@@ -13,11 +13,10 @@ console's own same-origin reads) are unaffected.
 from __future__ import annotations
 
 import ipaddress
-import json
 from typing import Any
 from urllib.parse import urlsplit
 
-from tinyagents.server.problems import error_body
+from tinyagents.server.problems import send_error
 
 
 def is_loopback(hostname: str | None) -> bool:
@@ -71,13 +70,7 @@ class LoopbackOnly:
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
             return
-        body = json.dumps(error_body(403, problem)).encode()
-        headers_out = [
-            (b"content-type", b"application/json"),
-            (b"content-length", b"%d" % len(body)),
-        ]
-        await send({"type": "http.response.start", "status": 403, "headers": headers_out})
-        await send({"type": "http.response.body", "body": body})
+        await send_error(send, 403, problem)
 
 
 def _origin_name(origin: bytes) -> str | None:

@@ -14,6 +14,7 @@ type in one table (``LIBRARY_ERRORS``), not at each place that catches it.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tinyagents.errors import (
@@ -25,6 +26,7 @@ from tinyagents.errors import (
     RuntimeClosed,
     StoreError,
 )
+from tinyagents.events.models import surrogates_escaped
 
 #: The ``type`` of an error answer, by its status. A new status the API answers needs a
 #: code here (tests/server/test_error_types.py walks the routes' documented statuses).
@@ -102,3 +104,23 @@ def error_body(
         "detail": message if detail is None else detail,
         "message": message,
     }
+
+
+def api_json(content: Any) -> bytes:
+    """``content`` as the API writes JSON: compact, UTF-8, a lone surrogate (an event's text
+    from a model or a tool) as JSON's escape (``surrogates_escaped``), for UTF-8 has no bytes
+    for it. Only a text that fails to encode is written again."""
+    text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return surrogates_escaped(text).encode("utf-8")
+
+
+async def send_error(send: Any, status: int, message: str) -> None:
+    """Answer an error from ASGI middleware, before the app (a body past the limit, a bad
+    request target, a page of another origin): the API's error body in its JSON."""
+    body = api_json(error_body(status, message))
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
