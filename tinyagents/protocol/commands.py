@@ -61,6 +61,11 @@ class SteeringPriority(IntEnum):
     CRITICAL = 200
 
 
+#: The names a priority may be given by (``priority="high"``), as the operator API and a
+#: ``SteeringCommand`` both take them: low, normal, high, critical.
+PRIORITY_NAMES: dict[str, SteeringPriority] = {p.name.lower(): p for p in SteeringPriority}
+
+
 class SteeringDelivery(StrEnum):
     NEXT_BOUNDARY = "next_boundary"
     BEFORE_MODEL_CALL = "before_model_call"
@@ -677,6 +682,17 @@ def _broken_rule(
     return None
 
 
+def _parse_priority(value: str) -> SteeringPriority:
+    """A priority given by its name; a name the API would refuse is refused alike."""
+    priority = PRIORITY_NAMES.get(value)
+    if priority is None:
+        raise InvalidCommandError(
+            f"invalid priority {value[:100]!r}; expected 0, 50, 100, 200 or one of "
+            f"{', '.join(PRIORITY_NAMES)}"
+        )
+    return priority
+
+
 def _parse_delivery(kind: SteeringKind, value: Any) -> SteeringDelivery:
     if type(value) is SteeringDelivery:
         return value
@@ -725,6 +741,8 @@ class SteeringCommand(_CommandPart):
         elif not isinstance(payload, dict):
             raise InvalidCommandError(f"invalid payload for {kind.value}: must be an object")
         data = {**data, "kind": kind, "payload": validate_payload(kind, payload)}
+        if type(data.get("priority")) is str:  # by name, as the operator API takes it
+            data["priority"] = _parse_priority(data["priority"])
         delivery = data.get("delivery")
         if delivery is not None:
             delivery = _parse_delivery(kind, delivery)

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tinyagents.errors import ConfigurationError, SteeringRejected
+from tinyagents.errors import ArgumentError, ConfigurationError, SteeringRejected
 from tinyagents.protocol.commands import (
     AnyActor,
     HumanActor,
@@ -253,7 +253,9 @@ class RunHandle:
         """Change this run's limits: ``update_budget(max_model_calls=5, actor=..., ...)``.
 
         The keywords named like ``RunLimits`` fields are the new limits; the others are the
-        command fields every control method takes (``actor``, ``priority``, ...)."""
+        command fields every control method takes (``actor``, ``priority``, ...). Any other
+        keyword, or a limit it cannot change, is an ``ArgumentError`` (and a ``TypeError``)
+        naming the limits it can change, before anything is sent."""
         limits = {k: limits_and_fields.pop(k) for k in _LIMIT_NAMES & limits_and_fields.keys()}
         fixed = limits.keys() - set(BUDGET_FIELDS)
         unknown = limits_and_fields.keys() - _SUBMIT_KEYWORDS - SteeringCommand.model_fields.keys()
@@ -263,7 +265,7 @@ class RunHandle:
                 if fixed
                 else f"got unexpected keyword(s) {', '.join(sorted(unknown))}"
             )
-            raise TypeError(
+            raise BudgetArgumentError(
                 f"update_budget() {what}: the limits it can change are "
                 f"{', '.join(sorted(BUDGET_FIELDS))}"
             )
@@ -336,6 +338,14 @@ def _wake(waiter: asyncio.Future[None]) -> None:
 
 
 _LIMIT_NAMES = frozenset(RunLimits.model_fields)
+
+
+class BudgetArgumentError(ArgumentError, TypeError):
+    """``update_budget`` given a keyword that is no limit it can change (``max_turns=5``,
+    ``max_depth=3``): an ``ArgumentError`` naming the limits it can change, and still the
+    ``TypeError`` a call with an unknown keyword raises (which it was)."""
+
+
 #: Keywords of ``RunHandle.submit`` that are not fields of the command.
 _SUBMIT_KEYWORDS = frozenset({"check"})
 

@@ -73,6 +73,7 @@ from tinyagents.errors import (
 from tinyagents.protocol.commands import (
     MAX_CORRELATION_ID,
     MAX_PROBLEMS,
+    PRIORITY_NAMES,
     ReceiptStatus,
     SteeringCommand,
     SteeringDelivery,
@@ -161,7 +162,6 @@ MAX_STEERING_PAGE = 1000
 # --------------------------------------------------------------------------- bodies
 
 _PRIORITY_NUMBERS = (0, 50, 100, 200)
-_PRIORITY_NAMES: dict[str, SteeringPriority] = {p.name.lower(): p for p in SteeringPriority}
 
 
 def _a_priority(value: Any) -> int | str:
@@ -171,7 +171,7 @@ def _a_priority(value: Any) -> int | str:
     if isinstance(value, SteeringPriority):
         return int(value)
     if (type(value) is int and value in _PRIORITY_NUMBERS) or (
-        type(value) is str and value in _PRIORITY_NAMES
+        type(value) is str and value in PRIORITY_NAMES
     ):
         return value
     try:
@@ -311,7 +311,7 @@ class CommandOptions(_Body):
     def command_fields(self) -> dict[str, Any]:
         priority = self.priority
         fields: dict[str, Any] = {
-            "priority": _PRIORITY_NAMES[priority]
+            "priority": PRIORITY_NAMES[priority]
             if isinstance(priority, str)
             else SteeringPriority(priority),
             "delivery": self.delivery,

@@ -275,6 +275,25 @@ def _an_env_name(value: str) -> str:
     return value
 
 
+def _no_nul(value: str) -> str:
+    """Text a judge is sent: no NUL character, which no model reads as text (and which a
+    text column of a store refuses)."""
+    if "\x00" in value:
+        raise ValueError("holds a NUL character ('\\x00'); remove it")
+    return value
+
+
+def _once_each(values: list[Any]) -> list[Any]:
+    """A list of things watched, each given once: ``[agents, agents]`` said one thing twice
+    (a copy-paste, or two specs merged)."""
+    seen: set[Any] = set()
+    for value in values:
+        if value in seen:
+            raise ValueError(f"gives {value!r} twice: give each once")
+        seen.add(value)
+    return values
+
+
 def _not_too_long(value: str) -> str:
     """Inline criteria no larger than a criteria file may be (``MAX_SPEC_BYTES``): the judge
     is sent them with every call."""
@@ -314,7 +333,9 @@ class SupervisorSpec(_Strict):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    watches: list[Literal["agents"]] = Field(default_factory=_agents)
+    watches: Annotated[list[Literal["agents"]], AfterValidator(_once_each)] = Field(
+        default_factory=_agents
+    )
     rules: list[Rule] = Field(default_factory=list)
     on_violation: Action = "pause"
     #: The judge: a litellm model string (``"openai/gpt-4o-mini"``) or, in Python, a
@@ -325,7 +346,7 @@ class SupervisorSpec(_Strict):
     #: A blank one would be no variable at all: litellm's own (``OPENAI_API_KEY``) sent to
     #: ``api_base``.
     api_key_env: EnvName | None = None
-    criteria: Annotated[Text, AfterValidator(_not_too_long)] | None = None
+    criteria: Annotated[Text, AfterValidator(_no_nul), AfterValidator(_not_too_long)] | None = None
     criteria_file: PathText | None = None
     #: The directory ``criteria_file`` must stay inside; default: the YAML file's directory
     #: (or the working directory for a spec built in Python or from text).
