@@ -131,6 +131,12 @@ class ArgumentError(ConfigurationError, ValueError):
     LangGraph raises for a bad ``recursion_limit``): ``except ValueError`` still catches them."""
 
 
+class BudgetArgumentError(ArgumentError, TypeError):
+    """``RunHandle.update_budget`` given a keyword that is no limit it can change
+    (``max_turns=5``, ``max_depth=3``): an ``ArgumentError`` naming the limits it can change,
+    and still the ``TypeError`` a call with an unknown keyword raises (which it was)."""
+
+
 class GraphValidationError(ConfigurationError, ValueError):
     """A graph that cannot be built or compiled (an unknown or duplicate node, a reserved
     name, an unreachable node, a bad compile option), or that was compiled without what a

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tinyagents.errors import ArgumentError, ConfigurationError, SteeringRejected
+from tinyagents.errors import BudgetArgumentError, ConfigurationError, SteeringRejected
 from tinyagents.protocol.commands import (
     AnyActor,
     HumanActor,
@@ -338,12 +338,6 @@ def _wake(waiter: asyncio.Future[None]) -> None:
 
 
 _LIMIT_NAMES = frozenset(RunLimits.model_fields)
-
-
-class BudgetArgumentError(ArgumentError, TypeError):
-    """``update_budget`` given a keyword that is no limit it can change (``max_turns=5``,
-    ``max_depth=3``): an ``ArgumentError`` naming the limits it can change, and still the
-    ``TypeError`` a call with an unknown keyword raises (which it was)."""
 
 
 #: Keywords of ``RunHandle.submit`` that are not fields of the command.
