@@ -38,6 +38,8 @@ FACTORIES: dict[str, Any] = {
         "run snapshot of 'r-1': it is not JSON", record="run snapshot of 'r-1'", tenant_id="acme"
     ),
     "GraphValidationError": lambda cls: cls("unreachable node 'b'", nodes=["b"]),
+    "NodeTimeoutError": lambda cls: cls("slow", 0.5, 0.51),
+    "NodeCancelledError": lambda cls: cls("flaky"),
     "InvalidIdError": lambda cls: cls("run_id must be a non-blank string", field="run_id"),
     "ModelError": lambda cls: cls(
         "slow down", model="openai/gpt-4o", status=429, retry_after_s=2.5

@@ -93,8 +93,11 @@ class TinyAgentsError(Exception):
 
 def _rebuild(cls: type[TinyAgentsError], args: tuple[Any, ...]) -> TinyAgentsError:
     """A ``cls`` holding ``args``, made without its ``__init__`` (``__reduce__``; pickle then
-    sets its attributes)."""
-    return cls.__new__(cls, *args)
+    sets its attributes). ``args`` are set again: ``OSError.__new__`` (``TimeoutError``'s, so
+    ``NodeTimeoutError``'s) leaves them to an ``__init__`` a subclass defines."""
+    error = cls.__new__(cls, *args)
+    error.args = args
+    return error
 
 
 class ConfigurationError(TinyAgentsError):
