@@ -13,6 +13,7 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 
+import tinyagents.graph as ours_graph
 from tinyagents.graph import END, START, Command, Send, StateGraph, interrupt
 from tinyagents.store.checkpoint import Checkpointer
 
@@ -25,6 +26,7 @@ lg_errors = pytest.importorskip("langgraph.errors")
 lg_memory = pytest.importorskip("langgraph.checkpoint.memory")
 lg_message = pytest.importorskip("langgraph.graph.message")
 lg_managed = pytest.importorskip("langgraph.managed")
+lg_func = pytest.importorskip("langgraph.func")
 
 OURS = SimpleNamespace(
     StateGraph=StateGraph, START=START, END=END, Command=Command, Send=Send, interrupt=interrupt
@@ -37,6 +39,30 @@ THEIRS = SimpleNamespace(
     Send=lg_types.Send,
     interrupt=lg_types.interrupt,
 )
+
+
+def func_of(g: Any) -> Any:
+    """The module with ``task`` and ``entrypoint`` of ``g``'s library (``OURS`` or ``THEIRS``)."""
+    return ours_graph if g is OURS else lg_func
+
+
+class X(TypedDict, total=False):
+    x: int
+
+
+def two_tasks_in_a_node(g: Any, cp: Any) -> Any:
+    """A graph of one node that awaits two ``@task`` calls in a row, on ``g``'s library."""
+    func = func_of(g)
+
+    @func.task
+    async def slow(v: int) -> int:
+        return v + 1
+
+    async def node(state: Any) -> dict[str, Any]:
+        first = await slow(state["x"])
+        return {"x": await slow(first)}
+
+    return g.StateGraph(X).add_node("n", node).add_edge(g.START, "n").compile(checkpointer=cp)
 
 
 def pair(build: Any, checkpointer: Checkpointer | None, **compile_kw: Any) -> tuple[Any, Any]:

@@ -11,10 +11,10 @@ comment naming the section.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from langgraph_kit import OURS, THEIRS, cfg, lg_memory, shape
+from langgraph_kit import OURS, THEIRS, X, cfg, func_of, lg_memory, shape, two_tasks_in_a_node
 
 import tinyagents.graph as ours_graph
 from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
@@ -23,17 +23,6 @@ lg_func = pytest.importorskip("langgraph.func")
 
 if TYPE_CHECKING:  # the names LangGraph reads in the annotations (strings here)
     from langgraph.types import StreamWriter
-
-FUNC = {id(OURS): ours_graph, id(THEIRS): lg_func}
-
-
-def func_of(g: Any) -> Any:
-    """The module with ``task`` and ``entrypoint`` of ``g``'s library."""
-    return FUNC[id(g)]
-
-
-class X(TypedDict, total=False):
-    x: int
 
 
 def plain(item: Any) -> Any:
@@ -398,20 +387,6 @@ async def test_a_node_paused_in_a_task_it_called_has_no_sub_graph_state(
     assert [(t.name, t.state, [i.value for i in t.interrupts]) for t in ours_state.tasks] == [
         ("n", None, ["add to 1?"])
     ]
-
-
-def two_tasks_in_a_node(g: Any, cp: Any) -> Any:
-    func = func_of(g)
-
-    @func.task
-    async def slow(v: int) -> int:
-        return v + 1
-
-    async def node(state: Any) -> dict[str, Any]:
-        first = await slow(state["x"])
-        return {"x": await slow(first)}
-
-    return g.StateGraph(X).add_node("n", node).add_edge(g.START, "n").compile(checkpointer=cp)
 
 
 async def test_a_stream_of_updates_of_a_run_that_saves_nothing_shows_its_task_calls() -> None:

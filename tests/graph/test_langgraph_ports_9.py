@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 import pytest
 from langchain_core.agents import AgentAction, AgentFinish
-from langgraph_kit import OURS, THEIRS, cfg, lg_memory, pair
+from langgraph_kit import OURS, THEIRS, X, cfg, func_of, lg_memory, pair, two_tasks_in_a_node
 from pydantic import BaseModel
 
 import tinyagents.graph as ours_graph
@@ -29,17 +29,6 @@ lg_channels = pytest.importorskip("langgraph.channels")
 
 if TYPE_CHECKING:  # the name LangGraph reads in the annotation (a string here)
     from langchain_core.runnables import RunnableConfig
-
-FUNC = {id(OURS): ours_graph, id(THEIRS): lg_func}
-
-
-def func_of(g: Any) -> Any:
-    """The module with ``task`` and ``entrypoint`` of ``g``'s library."""
-    return FUNC[id(g)]
-
-
-class X(TypedDict, total=False):
-    x: int
 
 
 async def streamed(graph: Any, value: Any, mode: Any, thread: str | None = None) -> list[Any]:
@@ -57,20 +46,6 @@ def both(build: Any, checkpointer: Checkpointer | None) -> tuple[Any, Any]:
 
 
 # -- a run that saves nothing streams its nodes' task calls (round 8's documented gap) -----
-
-
-def two_tasks_in_a_node(g: Any, cp: Any) -> Any:
-    func = func_of(g)
-
-    @func.task
-    async def slow(v: int) -> int:
-        return v + 1
-
-    async def node(state: Any) -> dict[str, Any]:
-        first = await slow(state["x"])
-        return {"x": await slow(first)}
-
-    return g.StateGraph(X).add_node("n", node).add_edge(g.START, "n").compile(checkpointer=cp)
 
 
 @pytest.mark.parametrize("mode", ["updates", "values", ["updates", "values"]])

@@ -284,6 +284,15 @@ class GraphCore:
     def step_timeout(self, value: float | None) -> None:
         self._step_timeout = check_step_timeout(value)
 
+    def refused(self, key: str, what: str, exc: Exception) -> InvalidUpdateError:
+        """The ``InvalidUpdateError`` of a ``what`` (the input, an update) whose value of
+        ``key`` its reducer refused with ``exc``: named, where it was the reducer's bare
+        error."""
+        reducer = self.schema.channels[key].reducer.name
+        return InvalidUpdateError(
+            f"the reducer of {key!r} ({reducer}) refused the {what}: {type(exc).__name__}: {exc}"
+        )
+
     def limit(self, recursion_limit: int | None) -> int:
         """A run's step limit: ``recursion_limit`` when given (at least 1), else the graph's."""
         if recursion_limit is None:
@@ -398,11 +407,7 @@ class GraphCore:
             except InvalidUpdateError:
                 raise
             except Exception as exc:
-                reducer = self.schema.channels[key].reducer.name
-                raise InvalidUpdateError(
-                    f"the reducer of {key!r} ({reducer}) refused the input: "
-                    f"{type(exc).__name__}: {exc}"
-                ) from exc
+                raise self.refused(key, "input", exc) from exc
         frontier = self.simple_next.get(START)
         if frontier is None:
             # a router on START runs before the first step: as LangGraph's, it sees the

@@ -646,11 +646,7 @@ async def stage_update(
         except InvalidUpdateError:
             raise
         except Exception as exc:
-            reducer = graph.schema.channels[key].reducer.name
-            raise InvalidUpdateError(
-                f"the reducer of {key!r} ({reducer}) refused the update: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
+            raise graph.refused(key, "update", exc) from exc
     if as_node is not None:
         if as_node == END:
             # the step's unfinished tasks (and their questions) are dropped; the finished

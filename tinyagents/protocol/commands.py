@@ -31,6 +31,7 @@ from tinyagents.errors import InvalidCommandError
 from tinyagents.protocol import _payload_models as payload_models
 from tinyagents.protocol.ids import CONTROL_PROBLEM, MAX_QUOTED_ID, Id, id_problem, shown_id
 from tinyagents.protocol.kinds import SteeringKind as SteeringKind
+from tinyagents.protocol.text import encodes_as_utf8 as _utf8
 from tinyagents.protocol.text import not_blank as _not_blank
 from tinyagents.protocol.text import shows_nothing as shows_nothing
 
@@ -327,18 +328,6 @@ MAX_INT_DIGITS = 4_000
 #: Integers this large (in magnitude) or larger are refused, in commands and in run limits.
 INT_BOUND = 10**MAX_INT_DIGITS
 _NOT_UTF8 = "text is not valid UTF-8 (it holds a lone surrogate such as '\\ud800')"
-
-
-def _utf8(text: str) -> bool:
-    """Whether ``text`` can be written as UTF-8 (a str may hold lone surrogates; no encoder
-    takes them)."""
-    if text.isascii():
-        return True
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _where(path: tuple[str | int, ...]) -> str:

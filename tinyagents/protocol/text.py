@@ -24,3 +24,15 @@ def not_blank(value: str) -> str:
 
 #: The ASCII characters that show nothing: the controls, the space and DEL.
 _ASCII_INVISIBLE = "".join(map(chr, range(0x21))) + "\x7f"
+
+
+def encodes_as_utf8(text: str) -> bool:
+    """Whether ``text`` can be written as UTF-8 (a str may hold lone surrogates; no encoder
+    takes them, and no store can hold them)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -26,6 +26,7 @@ from typing import Any
 
 from tinyagents.errors import ArgumentError
 from tinyagents.protocol.ids import shown_id
+from tinyagents.protocol.text import encodes_as_utf8
 
 #: The arguments each lookup takes as text (an id, a tenant, a prefix...).
 _TEXT = {
@@ -127,15 +128,7 @@ def _checked_claim(method: Callable[..., Any]) -> Callable[..., Any]:
 def _holdable(text: str) -> bool:
     """Whether a row can hold ``text``: PostgreSQL's text takes no NUL, no store a lone
     surrogate (no UTF-8 encodes one)."""
-    if "\x00" in text:
-        return False
-    if text.isascii():
-        return True
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
+    return "\x00" not in text and encodes_as_utf8(text)
 
 
 def _text(arg: str, value: object, optional: bool) -> bool:
