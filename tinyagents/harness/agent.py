@@ -119,9 +119,7 @@ class Agent:
         check_limits(limits)
         # text for str (pydantic-ai's default), a model class, or a union's envelope class;
         # output tools (a union with str's models, output functions, ToolOutput markers)
-        given_output = output_type
         spec = _output_spec(name, output_type)
-        output_tools, output_type = spec.tools, spec.output_type
         retries, output_retries = _budgets(name, retries, output_retries)
         if renderer is not None and not callable(getattr(renderer, "render", None)):
             raise ConfigurationError(
@@ -138,7 +136,7 @@ class Agent:
         self.model = model if isinstance(model, Model) else _litellm.as_model(model)
         self.instructions = instructions
         self.tools = _tool_dict(name, tools)
-        _check_output_tool_names(name, self.tools, output_tools)
+        _check_output_tool_names(name, self.tools, spec.tools)
         _check_forced_tool(name, self.model, self.tools)
         check_agent = getattr(supervisor, "check_agent", None)
         if check_agent is not None:  # a rule for a tool the agent lacks would never fire
@@ -154,30 +152,7 @@ class Agent:
         #: A ``SupervisorSpec`` watching this agent's runs (hosted by a ``Runtime``); it
         #: replaces the runtime's spec for them.
         self.supervisor = supervisor
-        #: A pydantic model the final answer must be the JSON of: each request asks for it
-        #: (``response_format``) and the run's output is the validated object. For a union,
-        #: a ``UnionOutput`` class (its envelope), whose answer's member is the output.
-        self.output_type = output_type
-        #: The output type as given (``str`` when none was): ``output_json_schema`` reads it.
-        self.output_spec: Any = str if given_output is None else given_output
-        #: The output tools (``OutputTool``), by name: a union with text's models (``Apple |
-        #: str``), output functions and ``ToolOutput`` markers, each offered as
-        #: ``final_result`` (``final_result_<Name>`` among several) unless named: a call of
-        #: one whose arguments validate (and whose function returns) is the run's output.
-        self.output_tools = output_tools
-        #: Whether a text answer is output: not with output tools alone (``output_type=fn``,
-        #: ``ToolOutput(...)``), where the model is asked to include its answer in a call.
-        self.allows_text = spec.allows_text
-        #: ``None`` is in the output type's union (``str | None``): an answer of no text and
-        #: no tool call is the output ``None``, passed through the output validators.
-        self.allows_none = spec.allows_none
-        #: ``TextOutput(fn)``'s function (a ``FunctionTool`` of one text argument): a text
-        #: answer is passed through it, and its return is the output.
-        self.text_function = spec.text_function
-        #: Whether ``output_type`` is sent as the ``response_format`` (not for
-        #: ``PromptedOutput``), and the schema prompt each request's system prompt ends with.
-        self.output_native = spec.native
-        self.output_prompt = spec.prompt
+        self._take_output(spec, str if output_type is None else output_type)
         #: How many times a final answer may be sent back per prompt (invalid output, or an
         #: output validator's ``ModelRetry``) before the run ends ``failed``.
         self.output_retries = output_retries
@@ -250,15 +225,36 @@ class Agent:
         _check_output_tool_names(self.name, self.tools, spec.tools)
         run_agent = copy.copy(self)
         run_agent.output_validators = []  # one added to the agent later is for its type
-        run_agent.output_spec = output_type
-        run_agent.output_type = spec.output_type
-        run_agent.output_tools = spec.tools
-        run_agent.allows_text = spec.allows_text
-        run_agent.allows_none = spec.allows_none
-        run_agent.text_function = spec.text_function
-        run_agent.output_native = spec.native
-        run_agent.output_prompt = spec.prompt
+        run_agent._take_output(spec, output_type)
         return run_agent
+
+    def _take_output(self, spec: OutputSpec, given: Any) -> None:
+        """Make ``spec`` (``output_spec_of`` of ``given``, the output type as given) this
+        agent's output: set when it is made, and on a run's copy (``for_output_type``)."""
+        #: A pydantic model the final answer must be the JSON of: each request asks for it
+        #: (``response_format``) and the run's output is the validated object. For a union,
+        #: a ``UnionOutput`` class (its envelope), whose answer's member is the output.
+        self.output_type = spec.output_type
+        #: The output type as given (``str`` when none was): ``output_json_schema`` reads it.
+        self.output_spec: Any = given
+        #: The output tools (``OutputTool``), by name: a union with text's models (``Apple |
+        #: str``), output functions and ``ToolOutput`` markers, each offered as
+        #: ``final_result`` (``final_result_<Name>`` among several) unless named: a call of
+        #: one whose arguments validate (and whose function returns) is the run's output.
+        self.output_tools = spec.tools
+        #: Whether a text answer is output: not with output tools alone (``output_type=fn``,
+        #: ``ToolOutput(...)``), where the model is asked to include its answer in a call.
+        self.allows_text = spec.allows_text
+        #: ``None`` is in the output type's union (``str | None``): an answer of no text and
+        #: no tool call is the output ``None``, passed through the output validators.
+        self.allows_none = spec.allows_none
+        #: ``TextOutput(fn)``'s function (a ``FunctionTool`` of one text argument): a text
+        #: answer is passed through it, and its return is the output.
+        self.text_function = spec.text_function
+        #: Whether ``output_type`` is sent as the ``response_format`` (not for
+        #: ``PromptedOutput``), and the schema prompt each request's system prompt ends with.
+        self.output_native = spec.native
+        self.output_prompt = spec.prompt
 
     def __repr__(self) -> str:
         return f"<Agent {self.name!r} model={self.model.name!r} tools={list(self.tools)}>"
