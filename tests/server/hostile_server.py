@@ -33,6 +33,13 @@ from tinyagents.store.checkpoint import MemoryCheckpointer
 from tinyagents.testkit import FunctionModel, reply, tool_call
 
 
+def unchecked_name(agent: Any, name: str) -> Any:
+    """``agent`` under ``name``, which ``Agent(name)`` refuses (control and bidi characters):
+    a run of it stores the name as a run of an earlier version, or of another writer, may."""
+    agent.name = name
+    return agent
+
+
 def hostile(field: str) -> str:
     """``field`` wrapped in markup that, were it read as HTML, would run script."""
     run = f"window.__pwned='{field}';document.title='pwned'"
@@ -83,12 +90,16 @@ async def main(port: int) -> None:
     async def fail(request: Any) -> Any:
         raise ModelError(hostile("model-error"))
 
-    agent = Agent(
+    # ``Agent`` refuses a name holding control or bidi characters now; a store written before
+    # (or by another writer) still holds such names, and the console shows them as text
+    agent = unchecked_name(
+        Agent("agent", FunctionModel(think, name=hostile("model")), tools=[hostile_tool]),
         hostile("agent"),
-        FunctionModel(think, name=hostile("model")),
-        tools=[hostile_tool],
     )
-    failing = Agent(hostile("failing-agent"), FunctionModel(fail, name="failing-model"))
+    failing = unchecked_name(
+        Agent("failing-agent", FunctionModel(fail, name="failing-model")),
+        hostile("failing-agent"),
+    )
     node = hostile_id("node")
     graph = StateGraph(Question)
     graph.add_node(node, ask)
