@@ -190,6 +190,14 @@ def _serve_demo(
     return proc, token
 
 
+def assert_each_shown_once(shown: list[int], logged: str) -> None:
+    """The event ids a client showed (``shown``) are each of the log's (``logged``, its SSE
+    text) up to the last one shown, once."""
+    assert len(shown) == len(set(shown)), "an event was shown twice"
+    ids = [m["id"] for m in parse(logged)]
+    assert sorted(shown) == [i for i in ids if i <= max(shown)], "an event was not shown"
+
+
 def _stop(proc: subprocess.Popen[str]) -> None:
     proc.send_signal(signal.SIGINT)
     try:
@@ -403,9 +411,7 @@ def test_the_consoles_timeline_goes_on_across_a_serve_restart_each_event_once(
         assert logged.status_code == 200
     finally:
         _stop(proc)
-    assert len(shown) == len(set(shown)), "an event was shown twice"
-    ids = [m["id"] for m in parse(logged.text)]
-    assert sorted(shown) == [i for i in ids if i <= max(shown)], "an event was not shown"
+    assert_each_shown_once(shown, logged.text)
 
 
 async def test_a_browser_asks_again_for_the_consoles_files_it_holds(
@@ -501,6 +507,4 @@ def test_seven_console_tabs_load_and_the_first_goes_on_where_it_left_off(
         assert logged.status_code == 200
     finally:
         _stop(proc)
-    assert len(shown) == len(set(shown)), "an event was shown twice"
-    ids = [m["id"] for m in parse(logged.text)]
-    assert sorted(shown) == [i for i in ids if i <= max(shown)], "an event was not shown"
+    assert_each_shown_once(shown, logged.text)

@@ -688,10 +688,9 @@ class RedisControl:
                 if newest is not None:
                     async with self._handing:
                         await self._hand_off(cmd, str(newest["worker"]))
+            still_logged = {_key(cmd) for cmd, _ in logged}
             self._passed_over = {
-                key: since
-                for key, since in self._passed_over.items()
-                if key in {_key(cmd) for cmd, _ in logged}
+                key: since for key, since in self._passed_over.items() if key in still_logged
             }
             for cmd, tenant in logged:
                 thread_id = getattr(cmd.target, "thread_id", "")
