@@ -78,6 +78,7 @@ class Fault:
         Fault(stall_after=2, delay_s=30, then="a b c")  # a stream that stops after "a b"
         Fault(cut_after=40, then="hello")            # 40 bytes of the completion, then a reset
         Fault(body=b'{"x": "\\xff"}', content_type="application/json")  # no UTF-8
+        Fault(error_after=2, then="a b c")           # "a", then an error event mid-stream
 
 
     A streamed request (``stream: true``) is answered as a streaming server would: with
@@ -94,6 +95,12 @@ class Fault:
     the answer's body (a streamed one too: its server-sent events) a byte at a time,
     ``drip_s`` apart (a server that never stops answering: each read gets a byte, the whole
     never arrives); closing the server ends it.
+
+    ``error_after`` answers 200 and, streamed, the first ``error_after`` chunks of ``then``
+    (the role chunk counts), then an error event ``data: {"error": {...}}`` and ``[DONE]``:
+    how OpenAI, vLLM and OpenRouter report a failure in the middle of generating. Whole, it
+    answers 200 with the body ``{"error": {...}}`` (a proxy that says so instead of a
+    status). The error is ``error`` (its ``status`` is the event's ``code``).
     """
 
     delay_s: float = 0.0
@@ -104,6 +111,10 @@ class Fault:
     body: str | bytes | None = None
     content_type: str = "text/html"
     empty_choices: bool = False
+    error_after: int | None = None
+    error: ErrorReply = field(
+        default_factory=lambda: ErrorReply(status=500, message="scripted error mid-stream")
+    )
     then: str | ModelResponse | ErrorReply | dict[str, Any] = ""
 
 
@@ -254,6 +265,8 @@ class OpenAICompatServer:
                 return web.Response(status=499, text="client closed the request")
             if reply.empty_choices and body.get("stream"):
                 return await self._stream_empty(request, body, number)
+            if reply.error_after is not None:
+                return await self._error_event(request, body, number, reply)
             if reply.drip_s or reply.cut_after is not None:
                 return await self._cut(request, body, number, reply)
             if isinstance(reply.body, bytes):
@@ -367,6 +380,43 @@ class OpenAICompatServer:
             chunks.append({**base, "choices": [], "usage": usage})
         text = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks)
         return (text + "data: [DONE]\n\n").encode()
+
+    async def _error_event(
+        self, request: web.Request, body: dict[str, Any], number: int, fault: Fault
+    ) -> web.StreamResponse:
+        """A 200 that reports an error in its body: streamed, after ``fault.error_after``
+        chunks of ``fault.then``, as an event of its own (what OpenAI's SDK reads as one)."""
+        error = {
+            "message": fault.error.message,
+            "type": fault.error.type,
+            "code": fault.error.status,
+        }
+        if not body.get("stream"):
+            return web.json_response({"error": error})
+        then = fault.then
+        if not isinstance(then, (str, ModelResponse)):
+            raise TypeError("Fault(error_after=) streams a completion (then=) before its error")
+        response = ModelResponse(text=then) if isinstance(then, str) else then
+        base = {
+            "id": f"chatcmpl-{number:04d}",
+            "object": "chat.completion.chunk",
+            "created": _CREATED,
+            "model": body.get("model") or self.model,
+        }
+        stream = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        try:
+            await stream.prepare(request)
+            for sent, (delta, finish_reason) in enumerate(_deltas(response)):
+                if sent == fault.error_after:
+                    break
+                choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+                await _send(stream, {**base, "choices": [choice]})
+            await _send(stream, {"error": error})
+            await stream.write(b"data: [DONE]\n\n")
+            await stream.write_eof()
+        except ConnectionResetError:
+            pass  # the client went away: nothing to send it
+        return stream
 
     async def _stream_empty(
         self, request: web.Request, body: dict[str, Any], number: int

@@ -19,7 +19,9 @@ What is retried, and why:
 - **streams**: opening a stream, up to its first piece, is retried as above; a stream that
   breaks off after its first piece is typed the same way but not retried (``broke_off``):
   its pieces were already handed out. A body that is not server-sent events, or a stream
-  without a single choice, is ``not_a_stream``.
+  without a single choice, is ``not_a_stream``. An error the server sent as an event of its
+  stream (``data: {"error": {...}}`` after a 200: OpenAI, vLLM and OpenRouter report a failure
+  while generating so) is typed by the ``code`` it gives: a 4xx other than 429 is not retried.
 """
 
 from __future__ import annotations
@@ -153,6 +155,65 @@ def _unreadable_body(chain: list[BaseException]) -> bool:
     )
 
 
+def _stream_error(chain: list[BaseException]) -> dict[str, object] | None:
+    """The error event a server sent in its stream (the OpenAI SDK raises its ``APIError``
+    with the event's ``error`` as ``body``; litellm wraps it as HTTP 500), or None."""
+    for link in chain:
+        if type(link).__name__ == "APIError" and type(link).__module__.startswith("openai"):
+            body = getattr(link, "body", None)
+            if isinstance(body, dict):
+                return body
+    return None
+
+
+def _event_code(event: dict[str, object]) -> int | None:
+    """The HTTP-like status an error event's ``code`` gives (OpenRouter sends a word there)."""
+    code = event.get("code")
+    if isinstance(code, str) and code.isdigit():
+        return int(code)
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
+
+
+def _streamed_error(
+    event: dict[str, object], *, model: str, api_base: str | None, at: str, tries: str
+) -> ModelError:
+    """The error for an error event in a stream, typed by its code; its ``status`` is None
+    (the server answered 200)."""
+    message = event.get("message")
+    said = json.dumps(message if isinstance(message, str) else event, ensure_ascii=False)
+    about = ", ".join(
+        part
+        for part in (
+            f"code {event['code']}" if event.get("code") is not None else "",
+            str(event["type"]) if isinstance(event.get("type"), str) else "",
+        )
+        if part
+    )
+    text = (
+        f"{at} sent an error in its stream for model {model!r} ({tries}): "
+        f"{said[:300]}{f' ({about})' if about else ''}"
+    )
+    code = _event_code(event)
+    if code == 429:
+        return ModelRateLimitError(
+            f"{text}: retry later, send fewer requests at once, or raise max_retries",
+            model=model,
+            api_base=api_base,
+        )
+    if code is not None and 400 <= code < 500:
+        return ModelRequestRejected(
+            f"{text}; not retried: the server cannot serve this request (the same request "
+            "fails the same way)",
+            model=model,
+            api_base=api_base,
+        )
+    return ModelServerError(
+        f"{text}: the server failed while it generated the answer; its log says why",
+        model=model,
+        api_base=api_base,
+    )
+
+
 def classify(
     exc: BaseException,
     *,
@@ -184,6 +245,8 @@ def classify(
             model=model,
             api_base=api_base,
         )
+    if (event := _stream_error(chain)) is not None:
+        return _streamed_error(event, model=model, api_base=api_base, at=at, tries=tries)
     if status == 408 and any(_is_http_status(link) for link in chain):
         # the server (or a proxy in front of it) answered 408: no timeout of ours ran out
         return ModelTimeoutError(

@@ -1,0 +1,307 @@
+"""A real model under faults, through litellm's real HTTP path against the testkit's
+OpenAI-compatible server: what a user of a real provider meets (an error event in the middle
+of a stream, a stream without ``[DONE]``, a provider's filter, a cut answer, tool calls and
+structured output the model gets wrong, the stream's usage chunk) ends the way it should."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map
+
+import json
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from tinyagents import Agent, LiteLLMModel, RunLimits, RunStatus, Usage, tool
+from tinyagents.errors import (
+    ModelError,
+    ModelRateLimitError,
+    ModelRequestRejected,
+    ModelServerError,
+)
+from tinyagents.harness import Message, ModelRequest, ModelResponse, ToolCall
+from tinyagents.testkit import ErrorReply, Fault, OpenAICompatServer, RawStream, reply, tool_call
+
+STREAMS = pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+class City(BaseModel):
+    name: str
+    population: int
+
+
+def model_for(server: OpenAICompatServer, **kw: Any) -> LiteLLMModel:
+    kw.setdefault("max_retries", 0)
+    kw.setdefault("retry_backoff_s", 0)
+    return LiteLLMModel("openai/test-model", api_base=server.base_url, api_key="sk-test", **kw)
+
+
+def ask(text: str = "hi") -> ModelRequest:
+    return ModelRequest(messages=[Message(role="user", content=text)], tools=[add.spec()])
+
+
+def sse(*chunks: dict[str, Any], done: bool = True) -> Fault:
+    """A 200 stream of exactly these chunks (each given the usual id, object and model)."""
+    base = {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "test-model"}
+    body = "".join(f"data: {json.dumps({**base, **chunk})}\n\n" for chunk in chunks)
+    return Fault(body=body + ("data: [DONE]\n\n" if done else ""), content_type="text/event-stream")
+
+
+def choice(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+
+
+def last_two(request: dict[str, Any]) -> list[dict[str, Any]]:
+    return request["messages"][-2:]
+
+
+# --- an error event in the middle of a stream -------------------------------------------
+
+
+async def test_an_error_event_mid_stream_quotes_the_servers_error_not_http_500() -> None:
+    # OpenAI, vLLM and OpenRouter answer 200 and report a failure while generating as an
+    # event {"error": {...}}; litellm labels it HTTP 500 (MidStreamFallbackError): the error
+    # said the server "failed with HTTP 500", where it had said what failed, and why
+    fault = Fault(
+        error_after=2,
+        error=ErrorReply(status=502, message="upstream overloaded"),
+        then="alpha beta gamma",
+    )
+    async with OpenAICompatServer([fault, "never asked"]) as server:
+        seen: list[str] = []
+        with pytest.raises(ModelError) as caught:
+            async for chunk in model_for(server, max_retries=2).stream(ask()):
+                seen.append(chunk.text_delta)
+    error = caught.value
+    assert type(error) is ModelServerError, error
+    assert "HTTP 500" not in str(error) and error.status is None
+    assert "sent an error in its stream" in str(error) and "upstream overloaded" in str(error)
+    assert "code 502" in str(error)
+    assert seen == ["alpha"] and len(server.requests) == 1  # a piece was out: not retried
+
+
+async def test_an_error_event_before_the_first_piece_is_retried_like_opening_a_stream() -> None:
+    fault = Fault(error_after=1, error=ErrorReply(status=503, message="loading model"))
+    async with OpenAICompatServer([fault, "in time"]) as server:
+        pieces = [chunk async for chunk in model_for(server, max_retries=1).stream(ask())]
+    assert pieces[-1].response is not None and pieces[-1].response.text == "in time"
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("code", "error_type", "requests"),
+    [
+        (400, ModelRequestRejected, 1),
+        (429, ModelRateLimitError, 2),
+        ("server_error", ModelServerError, 2),
+    ],
+    ids=["vllm-400", "rate-limit", "openrouter-text-code"],
+)
+async def test_an_error_events_code_types_the_error(
+    code: int | str, error_type: type[ModelError], requests: int
+) -> None:
+    # vLLM reports a request it cannot serve as {"error": {..., "code": 400}} in the stream:
+    # the same request fails the same way, so it is not retried; a 429 or a server error is
+    event = ErrorReply(status=code, message="no", type="BadRequestError")  # type: ignore[arg-type]
+    fault = Fault(error_after=1, error=event)
+    async with OpenAICompatServer([fault, fault]) as server:
+        with pytest.raises(ModelError) as caught:
+            [chunk async for chunk in model_for(server, max_retries=1).stream(ask())]
+    assert type(caught.value) is error_type, caught.value
+    assert "HTTP 500" not in str(caught.value) and "sent an error in its stream" in str(
+        caught.value
+    )
+    assert len(server.requests) == requests
+
+
+async def test_an_error_event_fails_the_run_saying_what_the_server_said() -> None:
+    fault = Fault(error_after=2, error=ErrorReply(message="GPU fell off the bus"), then="a b")
+    async with OpenAICompatServer([fault]) as server:
+        result = await Agent("a", model_for(server)).run("go")
+    assert result.status is RunStatus.FAILED
+    assert "GPU fell off the bus" in (result.error or "") and "HTTP 500" not in (result.error or "")
+
+
+# --- streams that end oddly, and why an answer stopped ----------------------------------
+
+
+async def test_a_stream_that_finishes_but_sends_no_done_is_a_whole_answer() -> None:
+    # [DONE] is OpenAI's framing; some servers and proxies close after the finish chunk
+    unterminated = sse(
+        choice({"role": "assistant", "content": "hello"}),
+        choice({}, "stop"),
+        {"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 1, "total_tokens": 8}},
+        done=False,
+    )
+    async with OpenAICompatServer([unterminated]) as server:
+        result = await Agent("a", model_for(server)).run("go")
+    assert result.status is RunStatus.COMPLETED and result.output == "hello"
+    assert result.usage["input_tokens"] == 7 and result.usage["output_tokens"] == 1
+
+
+async def test_a_first_chunk_without_choices_is_skipped_as_azure_sends_it() -> None:
+    # Azure OpenAI's first chunk carries prompt_filter_results and no choices
+    azure = sse(
+        {"choices": [], "prompt_filter_results": [{"prompt_index": 0}]},
+        choice({"role": "assistant", "content": "hi"}),
+        choice({}, "stop"),
+    )
+    async with OpenAICompatServer([azure]) as server:
+        result = await Agent("a", model_for(server)).run("go")
+    assert result.status is RunStatus.COMPLETED and result.output == "hi"
+
+
+@STREAMS
+async def test_text_the_content_filter_cut_short_completes_and_says_why(stream: bool) -> None:
+    # as pydantic-ai by default: only an answer blocked before it began fails the run
+    script = [ModelResponse(text="the first half", finish_reason="content_filter")]
+    async with OpenAICompatServer(script) as server:
+        events = [e async for e in Agent("a", model_for(server, stream=stream)).run_stream("go")]
+    (response,) = [e for e in events if e.type == "model.response"]
+    assert response.finish_reason == "content_filter"  # type: ignore[attr-defined]
+    assert events[-1].type == "run.completed"
+
+
+# --- tool calls the model gets wrong ----------------------------------------------------
+
+
+@STREAMS
+async def test_unreadable_arguments_go_back_as_a_retry_counted_against_the_tools_retries(
+    stream: bool,
+) -> None:
+    bad = ModelResponse(tool_calls=[ToolCall(id="c1", name="add", args='{"a": 1, "b":')])
+    good = ModelResponse(tool_calls=[ToolCall(id="c2", name="add", args='{"a": 1, "b": 2}')])
+    async with OpenAICompatServer([bad, good, "3", bad, bad]) as server:
+        agent = Agent("a", model_for(server, stream=stream), tools=[add], retries=1)
+        corrected = await agent.run("go")
+        told = last_two(server.requests[1])
+        failed = await agent.run("again")
+    assert corrected.status is RunStatus.COMPLETED and corrected.output == "3"
+    assert told[1]["role"] == "tool" and told[1]["tool_call_id"] == "c1"
+    assert "not valid JSON" in told[1]["content"] and '{"a": 1, "b":' in told[1]["content"]
+    # a second failure in a row is past Agent(retries=1): the run fails, as pydantic-ai's
+    assert failed.status is RunStatus.FAILED
+    assert "exceeded max retries count of 1" in (failed.error or "")
+    assert len(server.requests) == 5
+
+
+@STREAMS
+async def test_a_tool_the_run_lacks_is_answered_with_the_tools_it_has(stream: bool) -> None:
+    async with OpenAICompatServer([tool_call("nope", a=1), "done"]) as server:
+        result = await Agent("a", model_for(server, stream=stream), tools=[add]).run("go")
+    assert result.status is RunStatus.COMPLETED and result.output == "done"
+    told = last_two(server.requests[1])[1]
+    assert told["role"] == "tool" and "unknown tool 'nope'; available: add" in told["content"]
+
+
+async def test_interleaved_parallel_calls_with_text_beside_them_all_run_in_order() -> None:
+    fragments = [
+        {"content": "Adding"},
+        {"tool_calls": [{"index": 0, "id": "c0", "type": "function", "function": {"name": "add"}}]},
+        {"tool_calls": [{"index": 1, "id": "c1", "type": "function", "function": {"name": "add"}}]},
+        {"tool_calls": [{"index": 1, "function": {"arguments": '{"a": 5,'}}]},
+        {"tool_calls": [{"index": 0, "function": {"arguments": '{"a"'}}]},
+        {"content": " both"},
+        {"tool_calls": [{"index": 0, "function": {"arguments": ': 1, "b": 2}'}}]},
+        {"tool_calls": [{"index": 1, "function": {"arguments": ' "b": 6}'}}]},
+    ]
+    async with OpenAICompatServer([RawStream(deltas=fragments), "3 and 11"]) as server:
+        result = await Agent("a", model_for(server), tools=[add]).run("go")
+    assert result.status is RunStatus.COMPLETED
+    assistant, *results = server.requests[1]["messages"][-3:]
+    assert assistant["content"] == "Adding both"
+    assert [(c["id"], json.loads(c["function"]["arguments"])) for c in assistant["tool_calls"]] == [
+        ("c0", {"a": 1, "b": 2}),
+        ("c1", {"a": 5, "b": 6}),
+    ]
+    assert [(r["tool_call_id"], r["content"]) for r in results] == [("c0", "3"), ("c1", "11")]
+
+
+# --- structured output the model gets wrong ---------------------------------------------
+
+
+@STREAMS
+async def test_response_format_output_that_is_no_json_or_fails_the_schema_is_retried(
+    stream: bool,
+) -> None:
+    script = ["Sure! Here it is.", '{"name": "Oslo"}', '{"name": "Oslo", "population": 700000}']
+    async with OpenAICompatServer(script) as server:
+        agent = Agent("a", model_for(server, stream=stream), output_type=City, output_retries=2)
+        result = await agent.run("a city")
+    assert result.status is RunStatus.COMPLETED
+    assert result.output == City(name="Oslo", population=700000)
+    assert server.requests[0]["response_format"]["type"] == "json_schema"
+    no_json, wrong = last_two(server.requests[1])[1], last_two(server.requests[2])[1]
+    assert no_json["role"] == "user" and "Invalid JSON" in no_json["content"]
+    assert "population" in wrong["content"] and "Field required" in wrong["content"]
+
+
+@STREAMS
+async def test_response_format_output_wrong_past_output_retries_fails_the_run(
+    stream: bool,
+) -> None:
+    async with OpenAICompatServer(['{"name": "Oslo"}'] * 2) as server:
+        agent = Agent("a", model_for(server, stream=stream), output_type=City)
+        result = await agent.run("a city")
+    assert result.status is RunStatus.FAILED and len(server.requests) == 2  # output_retries=1
+    assert "not valid City output" in (result.error or "")
+
+
+@STREAMS
+async def test_json_cut_at_the_token_limit_is_asked_again_shorter(stream: bool) -> None:
+    cut = ModelResponse(text='{"name": "Os', finish_reason="length")
+    async with OpenAICompatServer([cut, '{"name": "Oslo", "population": 1}']) as server:
+        result = await Agent("a", model_for(server, stream=stream), output_type=City).run("go")
+    assert result.status is RunStatus.COMPLETED and result.output == City(name="Oslo", population=1)
+    assert "cut off at the output token limit" in last_two(server.requests[1])[1]["content"]
+
+
+@STREAMS
+async def test_an_output_tool_call_with_unreadable_arguments_is_an_output_retry(
+    stream: bool,
+) -> None:
+    bad = ModelResponse(tool_calls=[ToolCall(id="o1", name="final_result", args='{"name": ')])
+    script = [bad, tool_call("final_result", name="Oslo", population=1), bad, bad]
+    async with OpenAICompatServer(script) as server:
+        agent = Agent("a", model_for(server, stream=stream), output_type=City | str)
+        corrected = await agent.run("go")
+        told = last_two(server.requests[1])[1]
+        failed = await agent.run("again")
+    assert "response_format" not in server.requests[0]  # output tools, not response_format
+    assert corrected.output == City(name="Oslo", population=1)
+    assert told["role"] == "tool" and told["tool_call_id"] == "o1"
+    assert "not valid JSON" in told["content"] and "try again" in told["content"]
+    assert failed.status is RunStatus.FAILED and "final_result" in (failed.error or "")
+
+
+# --- usage from the stream's usage chunk ------------------------------------------------
+
+
+async def test_usage_is_read_from_the_streams_usage_chunk_and_limits_stop_on_it() -> None:
+    # the scripted counts are not the server's word counts: only the usage chunk says them
+    first = tool_call("add", a=1, b=2)
+    first.usage = Usage(input_tokens=300, output_tokens=20)
+    second = reply("3")
+    second.usage = Usage(input_tokens=330, output_tokens=5)
+    async with OpenAICompatServer([first, second, first, second]) as server:
+        agent = Agent("a", model_for(server), tools=[add])
+        whole = await agent.run("go")
+        limited = await Agent(
+            "b", model_for(server), tools=[add], limits=RunLimits(max_input_tokens=400)
+        ).run("go")
+    assert server.requests[0]["stream_options"] == {"include_usage": True}
+    assert whole.status is RunStatus.COMPLETED
+    assert (whole.usage["input_tokens"], whole.usage["output_tokens"]) == (630, 25)
+    assert limited.status is RunStatus.LIMIT_EXCEEDED and "max_input_tokens" in (
+        limited.error or ""
+    )
+    assert limited.usage["input_tokens"] == 630  # the call that went past it is counted
