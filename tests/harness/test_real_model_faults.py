@@ -9,13 +9,14 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map
 
+import asyncio
 import json
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from tinyagents import Agent, LiteLLMModel, RunLimits, RunStatus, Usage, tool
+from tinyagents import Agent, LiteLLMModel, RunLimits, RunStatus, Runtime, Usage, tool
 from tinyagents.errors import (
     ModelError,
     ModelRateLimitError,
@@ -23,7 +24,15 @@ from tinyagents.errors import (
     ModelServerError,
 )
 from tinyagents.harness import Message, ModelRequest, ModelResponse, ToolCall
-from tinyagents.testkit import ErrorReply, Fault, OpenAICompatServer, RawStream, reply, tool_call
+from tinyagents.testkit import (
+    ErrorReply,
+    EventWaiter,
+    Fault,
+    OpenAICompatServer,
+    RawStream,
+    reply,
+    tool_call,
+)
 
 STREAMS = pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
 
@@ -305,3 +314,45 @@ async def test_usage_is_read_from_the_streams_usage_chunk_and_limits_stop_on_it(
         limited.error or ""
     )
     assert limited.usage["input_tokens"] == 630  # the call that went past it is counted
+
+
+# --- a connection that breaks, a run cancelled mid-stream -------------------------------
+
+
+async def test_a_connection_reset_in_the_middle_of_a_calls_arguments_runs_no_tool() -> None:
+    ran: list[int] = []
+
+    @tool
+    def record(n: int) -> str:
+        """Record a number."""
+        ran.append(n)
+        return "ok"
+
+    cut = Fault(cut_after=700, then=tool_call("record", n=123456789, note="x" * 400))
+    async with OpenAICompatServer([cut]) as server:
+        result = await Agent("a", model_for(server), tools=[record]).run("go")
+    assert result.status is RunStatus.FAILED
+    assert "ModelConnectionError" in (result.error or "") and "mid-answer" in (result.error or "")
+    assert ran == []
+
+
+async def test_a_run_cancelled_mid_stream_closes_its_request_and_leaves_no_task() -> None:
+    stalls = Fault(stall_after=3, delay_s=60, then=tool_call("add", a=1, b=2))
+    before = asyncio.all_tasks()
+    waiter = EventWaiter()
+    async with (
+        OpenAICompatServer([stalls]) as server,
+        Runtime(testing=True, sinks=[waiter]) as rt,
+    ):
+        handle = await rt.start(Agent("a", model_for(server), tools=[add]), "go")
+        await waiter.event("model.delta", run_id=handle.run_id)  # a call's first fragment
+        await handle.cancel(immediate=True)
+        async with asyncio.timeout(60):  # a hang guard, not a measurement
+            result = await handle.result()
+            await server.wait_for_disconnects(1)
+        types = [e.type for e in waiter.events if e.run_id == handle.run_id]
+    assert result.status is RunStatus.CANCELLED and result.usage["tool_calls"] == 0
+    assert "tool.started" not in types and types[-1] == "run.cancelled"
+    assert server.disconnected == [1]
+    left = asyncio.all_tasks() - before - {asyncio.current_task()}
+    assert left == set(), left
