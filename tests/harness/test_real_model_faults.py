@@ -157,6 +157,44 @@ async def test_a_stream_that_finishes_but_sends_no_done_is_a_whole_answer() -> N
     assert result.usage["input_tokens"] == 7 and result.usage["output_tokens"] == 1
 
 
+@pytest.mark.parametrize("usage_sent", [True, False], ids=["after-usage", "before-usage"])
+async def test_a_connection_dropped_after_the_finish_reason_keeps_the_whole_answer(
+    usage_sent: bool,
+) -> None:
+    # a proxy that closes the connection after the last event, before [DONE] (or before the
+    # usage chunk): every piece of the answer had come, and the run failed with
+    # "the connection closed mid-answer", the answer (and its tokens) thrown away
+    usage = {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
+    events = [
+        choice({"role": "assistant", "content": "hello"}),
+        choice({"content": " world"}),
+        choice({}, "stop"),
+        {"choices": [], "usage": usage},
+    ]
+    whole = sse(*events)
+    assert isinstance(whole.body, str)
+    kept = sse(*(events if usage_sent else events[:-1]), done=False)
+    assert isinstance(kept.body, str)
+    dropped = Fault(body=whole.body, cut_after=len(kept.body), content_type="text/event-stream")
+    async with OpenAICompatServer([dropped]) as server:
+        events_seen = [e async for e in Agent("a", model_for(server)).run_stream("go")]
+    assert events_seen[-1].type == "run.completed", events_seen[-1]
+    (response,) = [e for e in events_seen if e.type == "model.response"]
+    assert response.text_summary == "hello world"  # type: ignore[attr-defined]
+    assert response.finish_reason == "stop"  # type: ignore[attr-defined]
+    assert response.usage["output_tokens"] > 0  # type: ignore[attr-defined]
+
+
+async def test_a_connection_dropped_before_the_finish_reason_still_fails() -> None:
+    events = [choice({"role": "assistant", "content": "hello"}), choice({}, "stop")]
+    whole, kept = sse(*events), sse(events[0], done=False)
+    assert isinstance(whole.body, str) and isinstance(kept.body, str)
+    dropped = Fault(body=whole.body, cut_after=len(kept.body), content_type="text/event-stream")
+    async with OpenAICompatServer([dropped]) as server:
+        result = await Agent("a", model_for(server)).run("go")
+    assert result.status is RunStatus.FAILED and "mid-answer" in (result.error or "")
+
+
 async def test_a_first_chunk_without_choices_is_skipped_as_azure_sends_it() -> None:
     # Azure OpenAI's first chunk carries prompt_filter_results and no choices
     azure = sse(

@@ -48,7 +48,12 @@ from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 from tinyagents._record import Record
-from tinyagents.errors import ConfigurationError, ModelError, ModelResponseError
+from tinyagents.errors import (
+    ConfigurationError,
+    ModelConnectionError,
+    ModelError,
+    ModelResponseError,
+)
 from tinyagents.harness.litellm_errors import (
     UNFINISHED_MARKER,
     broke_off,
@@ -200,13 +205,19 @@ class LiteLLMModel(Model):
                 for piece in pieces(chunk):
                     yield piece
         except Exception as exc:
-            raise broke_off(
+            error = broke_off(
                 exc,
                 model=model,
                 api_base=self.api_base,
                 timeout_s=self.timeout_s,
                 chunks=len(received),
-            ) from exc
+            )
+            # A connection closed after the finish_reason (before [DONE], or before the
+            # usage chunk: a proxy that drops it after the last event) lost no part of the
+            # answer; the usage it did not send is counted as a server's that sends none.
+            if not (isinstance(error, ModelConnectionError) and _finished(received)):
+                raise error from exc
+            _log.warning("model %s: %s; the answer was whole and is kept", model, error)
         finally:
             # A consumer that stops early (or is cancelled) must still release the connection.
             await chunks.aclose()
@@ -859,6 +870,11 @@ class _Opened(Record):
     ended: bool = False
     #: the refusal the stream sends, as it is read (None: a stream there is no watching)
     watch: RefusalWatch | None = None
+
+
+def _finished(received: list[Any]) -> bool:
+    """Whether a chunk of the stream gave a ``finish_reason`` (all of the answer came)."""
+    return any(chunk.choices and chunk.choices[0].finish_reason for chunk in received)
 
 
 async def _next_chunk(chunks: Any, timeout_s: float | None) -> Any:
