@@ -52,6 +52,7 @@ from tinyagents.errors import ConfigurationError
 from tinyagents.harness.litellm_model import api_base_problem, env_name_problem
 from tinyagents.harness.model import Model
 from tinyagents.harness.tools import is_tool_name
+from tinyagents.protocol.text import encodes_as_utf8, not_blank, shows_nothing
 from tinyagents.supervisor.findings import Finding
 from tinyagents.supervisor.graphs import graph_findings, tool_findings, tools_missing
 from tinyagents.supervisor.settings import (
@@ -198,28 +199,20 @@ RULE_KINDS = ("tool_repeated", "budget_fraction", "iteration_reached")
 _NOT_UTF8 = "text is not valid UTF-8 (it holds a lone surrogate such as '\\ud800')"
 
 
-def _is_utf8(value: str) -> bool:
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _utf8(value: str) -> str:
     """Text that can be written as UTF-8: a lone surrogate (a YAML "\\ud800" escape) made
     every steer carrying it an ``InvalidCommandError`` at run time, logged and skipped."""
-    if not _is_utf8(value):
+    if not encodes_as_utf8(value):
         raise ValueError(_NOT_UTF8)
     return value
 
 
 def _shown(value: str) -> str:
     """Text that says something: not blank (a blank judge model name passed, and left a run
-    registered that nothing drove)."""
-    if not value.strip():
-        raise ValueError("must not be blank")
-    return value
+    registered that nothing drove), by the rule of every command text (``not_blank``): a
+    ``str.strip`` kept a zero-width space or a control character alone, and a
+    ``steer_message`` of one told the model nothing."""
+    return not_blank(value)
 
 
 def _fits_a_command(value: str) -> str:
@@ -353,7 +346,9 @@ class SupervisorSpec(_Strict):
     steering_dir: PathText | None = None
     every_n_iterations: int = Field(default=1, ge=1, le=MAX_COUNT)
     on_judge_error: JudgeErrorAction = "ignore"
-    steer_message: Annotated[ShownText, AfterValidator(_fits_a_command)] = DEFAULT_STEER_MESSAGE
+    steer_message: Annotated[
+        ShownText, AfterValidator(_no_nul), AfterValidator(_fits_a_command)
+    ] = DEFAULT_STEER_MESSAGE
     pause_max_s: float | None = Field(
         default=None, ge=MIN_SECONDS, le=MAX_PAUSE_MAX_S, allow_inf_nan=False
     )
@@ -372,7 +367,7 @@ class SupervisorSpec(_Strict):
     @field_validator("model", mode="before")
     @classmethod
     def _a_model_name(cls, value: Any) -> Any:
-        if isinstance(value, str) and not value.strip():
+        if isinstance(value, str) and shows_nothing(value):
             raise ValueError(
                 "must not be blank: name a litellm model (e.g. 'openai/gpt-4o-mini') or leave "
                 "'model' out for no judge"
@@ -384,10 +379,10 @@ class SupervisorSpec(_Strict):
     def _named_models(cls, value: Any) -> Any:
         if isinstance(value, dict):
             for name, entry in value.items():
-                if isinstance(entry, str) and not entry.strip():
+                if isinstance(entry, str) and shows_nothing(entry):
                     raise ValueError(f"model {name!r} must not be blank: name a litellm model")
                 for text in (name, entry):
-                    if isinstance(text, str) and not _is_utf8(text):
+                    if isinstance(text, str) and not encodes_as_utf8(text):
                         raise ValueError(f"model {name!r}: {_NOT_UTF8}")
         return value
 

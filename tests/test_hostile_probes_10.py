@@ -1,0 +1,106 @@
+"""A hostile or careless user's tenth round: a supervisor spec's texts that show nothing or
+hold a NUL, a ``sqlite:///`` URL with a percent escape, a tool's NaN.
+
+Each test is a probe that found something (named in its docstring) or holds a decision down.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tinyagents import Agent, tool
+from tinyagents.errors import ConfigurationError
+from tinyagents.runtime import Runtime
+from tinyagents.store.checkpoint import SqliteCheckpointer
+from tinyagents.supervisor import SupervisorSpec, SupervisorSpecError
+from tinyagents.testkit import ScriptedModel, reply, tool_call
+
+# -- a supervisor spec's texts ----------------------------------------------------------------
+
+#: Texts that show nothing though ``str.strip`` keeps them: a zero-width space, a bidi mark,
+#: a control character alone (the rule of every command text, ``protocol.text.shows_nothing``).
+INVISIBLE = ["\u200b", "\u202e\u200d", "\x00", "\x1b", "\x07\t"]
+
+
+@pytest.mark.parametrize("text", INVISIBLE, ids=ascii)
+@pytest.mark.parametrize("field", ["steer_message", "model"])
+def test_a_spec_text_that_shows_nothing_is_refused_as_a_command_text_is(
+    field: str, text: str
+) -> None:
+    """Found: the spec's "must not be blank" was ``str.strip``'s, so ``steer_message: "\\u200b"``
+    was taken (a rule's steer then told the model nothing), as was a judge ``model`` of a
+    zero-width space, while a command refuses such a text (``shows_nothing``). The spec now
+    asks the commands' own rule."""
+    with pytest.raises(SupervisorSpecError, match=rf"{field}.*must not be blank"):
+        SupervisorSpec(**{field: text})
+    escaped = text.encode("unicode_escape").decode()
+    with pytest.raises(SupervisorSpecError, match=rf"line 1: {field}.*must not be blank"):
+        SupervisorSpec.from_yaml(f'{field}: "{escaped}"\n')
+
+
+def test_a_steer_message_holding_a_nul_is_refused_as_criteria_are() -> None:
+    """Found: ``steer_message: "stop\\0 now"`` was taken where ``criteria`` holding a NUL is
+    refused (round nine): both are text the spec has a model read, and a NUL in a file of
+    settings is a slip (a YAML ``\\0`` escape), never meant. (A command's text sent at run
+    time keeps a NUL, as it was sent: ``test_nul_in_command_text_is_kept_over_postgres``.)"""
+    with pytest.raises(SupervisorSpecError, match=r"steer_message.*NUL"):
+        SupervisorSpec(steer_message="stop\x00 now")
+    with pytest.raises(SupervisorSpecError, match=r"line 1: steer_message.*NUL"):
+        SupervisorSpec.from_yaml('steer_message: "stop\\0 now"\n')
+    assert SupervisorSpec(steer_message="stop now").steer_message == "stop now"
+
+
+# -- a sqlite:/// URL with a percent escape ---------------------------------------------------
+
+
+async def test_a_percent_escape_in_a_sqlite_url_is_part_of_the_file_name(tmp_path: Path) -> None:
+    """Held: ``sqlite:///%00.db`` is the file ``%00.db``, not a NUL: the path of a
+    ``sqlite:///`` URL is read as SQLAlchemy reads its database part, as it is, with no
+    percent-decoding (decoding would make ``sqlite:///100%25.db`` a file other than the one
+    SQLAlchemy and every earlier tinyagents opened). The store, the checkpointer and a second
+    runtime all name that one file; a NUL itself in the URL is refused, naming the URL."""
+    url = f"sqlite:///{tmp_path}/%00.db"
+    async with Runtime(store=url) as rt:
+        await Agent("a", ScriptedModel([reply("ok")])).run("go", runtime=rt)
+    async with SqliteCheckpointer(url) as cp:
+        assert await cp.latest("no-thread") is None
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".db") == ["%00.db"]
+    async with Runtime(store=url) as again:
+        assert again.store is not None
+        assert [run["agent_id"] for run in await again.store.load_runs()] == ["a"]
+    for raw in (f"sqlite:///{tmp_path}/\x00.db", f"sqlite:///{tmp_path}/a\ud800.db"):
+        with pytest.raises(ConfigurationError, match="file name"):
+            Runtime(store=raw)
+        with pytest.raises(ConfigurationError, match="file name"):
+            SqliteCheckpointer(raw)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".db") == ["%00.db"]
+
+
+# -- a tool's NaN -----------------------------------------------------------------------------
+
+
+async def test_a_tool_result_keeps_what_json_can_hold_and_sends_nan_as_null() -> None:
+    """Held: a tool's NaN or infinity reaches the model as ``null``, as pydantic-ai sends it
+    (``tool_return_ta.dump_json``: pydantic's ``ser_json_inf_nan="null"``). Not an error: the
+    tool ran (its side effects are done), and refusing its result would have the model call it
+    again. Not ``"NaN"``: a string where a number was is a value the model may take as one,
+    where ``null`` says there is none. Everything JSON holds is kept exactly: a whole number
+    past any float, a float's last digit, a negative zero."""
+    big = 10**400
+
+    @tool(name="measure")
+    def measure() -> Any:
+        """Measure."""
+        return {"nan": math.nan, "inf": [-math.inf], "big": big, "tiny": 5e-324, "zero": -0.0}
+
+    model = ScriptedModel([tool_call("measure"), reply("measured")])
+    assert (await Agent("a", model, tools=[measure]).run("go")).output == "measured"
+    (sent,) = [m for m in model.requests[1].messages if m.role == "tool"]
+    got = json.loads(sent.content)
+    assert got == {"nan": None, "inf": [None], "big": big, "tiny": 5e-324, "zero": -0.0}
+    assert math.copysign(1, got["zero"]) == -1
