@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tinyagents import Agent, tool
+from tinyagents import Agent, SubAgent, SubAgentTool, tool
 from tinyagents.errors import ConfigurationError
 from tinyagents.runtime import Runtime
 from tinyagents.store.checkpoint import SqliteCheckpointer
@@ -104,3 +104,70 @@ async def test_a_tool_result_keeps_what_json_can_hold_and_sends_nan_as_null() ->
     got = json.loads(sent.content)
     assert got == {"nan": None, "inf": [None], "big": big, "tiny": 5e-324, "zero": -0.0}
     assert math.copysign(1, got["zero"]) == -1
+
+
+# -- an agent's and a sub-agent's name, a sub-agent's input -----------------------------------
+
+#: Names that show nothing: spaces, a zero-width space, an ideographic space.
+NAMELESS = ["   ", "\u200b", "\u3000"]
+
+
+@pytest.mark.parametrize("name", NAMELESS, ids=ascii)
+def test_an_agent_name_that_shows_nothing_is_refused(name: str) -> None:
+    """Found: ``Agent("   ", ...)`` and ``Agent("\\u200b", ...)`` were taken (only ``""`` was
+    refused): runs listed, logged and steered under a name that shows nothing. Now refused as
+    a command's text is (``shows_nothing``)."""
+    with pytest.raises(ConfigurationError, match="shows no visible character"):
+        Agent(name, ScriptedModel(["x"]))
+
+
+@pytest.mark.parametrize("name", [*NAMELESS, "a\x00", "a\nb", "a\u202eb", 5], ids=ascii)
+def test_a_sub_agent_name_follows_the_agent_name_rule(name: Any) -> None:
+    """Found: ``SubAgent(agent, name=...)`` was checked by ``str.strip`` alone: a NUL, a
+    newline or a bidi control (refused in an agent's name) and a zero-width space were
+    taken, and quoted to the parent model in every error of its tool. One rule now serves
+    both."""
+    with pytest.raises(ConfigurationError, match=r"SubAgent 'a'.*name") as caught:
+        SubAgent(Agent("a", ScriptedModel(["x"])), name=name)
+    assert "an agent's name" in str(caught.value).lower()
+    assert SubAgent(Agent("a", ScriptedModel(["x"])), name="b").name == "b"
+
+
+@pytest.mark.parametrize("task", ["", "  ", "\u200b", "\x00"], ids=ascii)
+async def test_a_sub_agent_tool_called_with_input_that_shows_nothing_is_told_so(task: str) -> None:
+    """Found: a sub-agent tool refused ``""`` as its ``input`` but ran the child on
+    ``"\\u200b"`` (or a NUL): a child run, its model calls spent, on a task of nothing. Now the
+    parent model is told, for each, as for ``""``; no child starts."""
+    child = ScriptedModel(["child done"])
+    parent = ScriptedModel([tool_call("child", input=task), reply("ok")])
+    async with Runtime() as rt:
+        handle = await rt.start(
+            Agent("p", parent, tools=[SubAgentTool(Agent("child", child))]), "go"
+        )
+        assert (await handle.result()).output == "ok"
+        assert rt.runs.tree.children(handle.run_id) == []
+    (told,) = [m for m in parent.requests[1].messages if m.role == "tool"]
+    assert told.content == "tool 'child' needs a non-empty string 'input'"
+    assert child.requests == []
+
+
+# -- a tool's description ---------------------------------------------------------------------
+
+
+def test_a_tool_description_holding_a_lone_surrogate_is_refused() -> None:
+    """Found: a tool (or a sub-agent) described with a lone surrogate (a ``"\\ud800"`` from
+    JSON or a broken decode) was taken, and sent in every request's tool list, which no
+    encoder can write: a request's messages have their surrogates replaced
+    (``litellm_model._sendable``), the tool list did not. Refused when the tool is made, as a
+    command's text with one is."""
+
+    def measure() -> str:
+        return "measured"
+
+    with pytest.raises(ConfigurationError, match=r"tool 'measure': description.*surrogate"):
+        tool(name="measure", description="Measure \ud800 it.")(measure)
+    child = SubAgent(Agent("child", ScriptedModel(["x"])), description="finds \ud800")
+    with pytest.raises(ConfigurationError, match=r"tool 'child': description.*surrogate"):
+        SubAgentTool(child)
+    kept = tool(name="measure", description="Measure é ✓ it.")(measure)
+    assert kept.description == "Measure é ✓ it."

@@ -297,8 +297,8 @@ async def test_an_agent_given_where_a_sub_agent_goes_works_and_anything_else_is_
             {"description": 5},
             r"SubAgent 'helper': description must be text \(what it does.*got int",
         ),
-        ({"name": 5}, r"SubAgent 'helper': name must be a non-blank string, got 5"),
-        ({"name": " "}, r"SubAgent 'helper': name must be a non-blank string, got ' '"),
+        ({"name": 5}, r"SubAgent 'helper': name: an Agent's name is text, got int"),
+        ({"name": " "}, r"SubAgent 'helper': name: an agent's name ' ' shows no visible"),
     ],
 )
 def test_a_subagent_refuses_a_name_or_description_that_is_no_text(

@@ -34,6 +34,7 @@ from tinyagents.harness.render import SteeringRenderer
 from tinyagents.harness.tools import FunctionTool, Tool, check_retries
 from tinyagents.protocol import SteeringActor
 from tinyagents.protocol.ids import name_problem
+from tinyagents.protocol.text import shows_nothing
 from tinyagents.runs.host import RunHost, check_runtime, private_host
 from tinyagents.runs.limits import RunLimits
 
@@ -85,15 +86,7 @@ class Agent:
         output_retries: int | None = None,
         retries: int | Mapping[str, int] | None = None,
     ) -> None:
-        if not name:
-            raise ConfigurationError("an Agent needs a non-empty name")
-        if not isinstance(name, str):
-            raise ConfigurationError(f"an Agent's name is text, got {type(name).__name__}")
-        if (problem := name_problem(name)) is not None:
-            raise ConfigurationError(
-                f"an agent's name is printable text: {name!a} is not ({problem})"
-            )
-        _check_actor_name(name)
+        check_agent_name(name)
         if unknown_tools not in ("error_result", "fail"):
             raise ConfigurationError(
                 f"unknown_tools must be 'error_result' or 'fail', got {unknown_tools!r}"
@@ -319,6 +312,28 @@ class Agent:
         """
         SyncInAsyncError.refuse_inside_a_loop(f"agent {self.name!r}", "await agent.run(...)")
         return asyncio.run(self.run(input, runtime=runtime, **kwargs))
+
+
+def check_agent_name(name: object, *, who: str = "") -> str:
+    """``name`` if an agent (or a sub-agent: ``who`` says whose) may have it, else a
+    ``ConfigurationError``: text that shows something (a name of spaces or a zero-width space
+    was listed, logged and steered as no name), printable (``name_problem``), and one the
+    actor of its runs' steering can carry."""
+    if not name:
+        raise ConfigurationError(f"{who}an Agent needs a non-empty name")
+    if not isinstance(name, str):
+        raise ConfigurationError(f"{who}an Agent's name is text, got {type(name).__name__}")
+    if (problem := name_problem(name)) is not None:
+        raise ConfigurationError(
+            f"{who}an agent's name is printable text: {name!a} is not ({problem})"
+        )
+    _check_actor_name(name)
+    if shows_nothing(name):
+        raise ConfigurationError(
+            f"{who}an agent's name {name!a} shows no visible character: name it with text "
+            "a listing or a log line shows"
+        )
+    return name
 
 
 def _check_actor_name(name: str) -> None:

@@ -29,7 +29,7 @@ from tinyagents.errors import (
     limit_usage,
 )
 from tinyagents.events.models import Event
-from tinyagents.harness.agent import Agent
+from tinyagents.harness.agent import Agent, check_agent_name
 from tinyagents.harness.context import RunContext
 from tinyagents.harness.loop import AgentRun, abandon_child, limit_error, start_agent_run
 from tinyagents.harness.model import Message
@@ -40,6 +40,7 @@ from tinyagents.harness.tools import (
     refuse_unknown_arguments,
     to_text,
 )
+from tinyagents.protocol.text import shows_nothing
 from tinyagents.runs.handle import RunHandle, RunResult
 from tinyagents.runs.host import private_host
 from tinyagents.runs.info import RunStatus, check_id, event_error
@@ -64,10 +65,8 @@ class SubAgent:
                 f"SubAgent {agent.name!r}: description must be text (what it does, shown to "
                 f"the parent model), got {type(description).__name__}"
             )
-        if name is not None and (not isinstance(name, str) or not name.strip()):
-            raise ConfigurationError(
-                f"SubAgent {agent.name!r}: name must be a non-blank string, got {name!r}"
-            )
+        if name is not None:  # an agent's name, as the tool's (and its errors') name
+            check_agent_name(name, who=f"SubAgent {agent.name!r}: name: ")
         self.agent = agent
         self.name = name or agent.name
         self.description = (
@@ -275,7 +274,7 @@ class SubAgentTool(Tool):
     async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
         refuse_unknown_arguments(self, args)
         text = args.get("input")
-        if not isinstance(text, str) or not text.strip():
+        if not isinstance(text, str) or shows_nothing(text):  # (a NUL, "\u200b": no task)
             raise InvalidArguments(f"tool {self.name!r} needs a non-empty string 'input'")
         if not isinstance(ctx, RunContext):
             raise ToolError(f"tool {self.name!r} must be called from an agent run")

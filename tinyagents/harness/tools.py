@@ -46,6 +46,7 @@ from tinyagents._threads import in_own_thread
 from tinyagents.errors import ConfigurationError, ToolError, message_of
 from tinyagents.harness.docstrings import read_docstring
 from tinyagents.harness.model import Message, ToolCall, ToolSpec
+from tinyagents.protocol.text import encodes_as_utf8
 
 #: (Text, compiled with its first use by ``re``'s cache, not by ``import tinyagents``.)
 #: What OpenAI and most providers accept as a function name.
@@ -119,6 +120,11 @@ class Tool(ABC):
         if not isinstance(description, str):  # providers refuse a tool described otherwise
             raise ConfigurationError(
                 f"tool {name!r}: description must be text, got {type(description).__name__}"
+            )
+        if not encodes_as_utf8(description):  # sent in every request's tool list, unwritable
+            raise ConfigurationError(
+                f"tool {name!r}: description {description!a} holds a lone surrogate, which no "
+                "request can carry: describe the tool with UTF-8 text"
             )
         _check_parameters(name, parameters)
         check_retries(f"tool {name!r}", retries)
