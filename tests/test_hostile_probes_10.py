@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 
 from tinyagents import Agent, SubAgent, SubAgentTool, tool
-from tinyagents.errors import ConfigurationError
+from tinyagents.errors import ArgumentError, ConfigurationError, KeywordArgumentError
+from tinyagents.protocol import SteeringKind, SteeringTarget
+from tinyagents.runs import RunHandle, RunInfo
 from tinyagents.runtime import Runtime
 from tinyagents.store.checkpoint import SqliteCheckpointer
 from tinyagents.supervisor import SupervisorSpec, SupervisorSpecError
@@ -171,3 +173,53 @@ def test_a_tool_description_holding_a_lone_surrogate_is_refused() -> None:
         SubAgentTool(child)
     kept = tool(name="measure", description="Measure é ✓ it.")(measure)
     assert kept.description == "Measure é ✓ it."
+
+
+# -- a run handle's control methods -----------------------------------------------------------
+
+
+async def _handle(rt: Runtime, run_id: str = "r-1") -> RunHandle:
+    return await rt.register(RunHandle(RunInfo(run_id=run_id), submitter=rt))
+
+
+@pytest.mark.parametrize(
+    ("method", "kw"),
+    [
+        ("steer", {"target": SteeringTarget.agent_run("r-2")}),
+        ("steer", {"kind": SteeringKind.PAUSE}),
+        ("steer", {"payload": {"text": "other"}}),
+        ("pause", {"target": SteeringTarget.agent_run("r-2")}),
+        ("cancel", {"kind": SteeringKind.PAUSE}),
+        ("request_status", {"payload": {}}),
+        ("update_budget", {"max_model_calls": 3, "kind": SteeringKind.PAUSE}),
+        ("submit", {"target": SteeringTarget.agent_run("r-2")}),
+    ],
+)
+async def test_a_handle_method_given_a_part_of_the_command_it_sets_says_so(
+    method: str, kw: dict[str, Any]
+) -> None:
+    """Found: ``handle.steer("x", target=...)`` (to steer another run through this one's
+    handle), ``kind=`` or ``payload=`` was Python's bare ``TypeError`` ("got multiple values
+    for keyword argument 'target'"). Now a ``KeywordArgumentError`` (still a ``TypeError``)
+    saying what the method sets and how to send another command; nothing is sent."""
+    async with Runtime(testing=True) as rt:
+        handle = await _handle(rt)
+        await _handle(rt, "r-2")
+        args: tuple[Any, ...] = {"steer": ("x",), "submit": (SteeringKind.PAUSE,)}.get(method, ())
+        with pytest.raises(KeywordArgumentError, match=rf"{method}\(\) sets .*Runtime.submit"):
+            await getattr(handle, method)(*args, **kw)
+        assert rt.steering_history("r-1") == rt.steering_history("r-2") == []
+
+
+@pytest.mark.parametrize(("method", "flag"), [("cancel", "immediate"), ("submit", "check")])
+@pytest.mark.parametrize("value", ["no", 0, None, "false"])
+async def test_a_handle_flag_that_is_no_bool_is_refused(method: str, flag: str, value: Any) -> None:
+    """Found: ``handle.cancel(immediate="no")`` cancelled at once (the text read as true), and
+    ``submit(..., check="no")`` checked: a flag is ``True`` or ``False``, as ``testing=`` and
+    a tool's ``sequential=`` are. Nothing is sent."""
+    async with Runtime(testing=True) as rt:
+        handle = await _handle(rt)
+        args = (SteeringKind.PAUSE,) if method == "submit" else ()
+        with pytest.raises(ArgumentError, match=rf"{flag}= must be True or False, got"):
+            await getattr(handle, method)(*args, **{flag: value})
+        assert rt.steering_history("r-1") == []

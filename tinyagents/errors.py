@@ -6,6 +6,7 @@
     │   ├── ModelsWithheld             a child's every model was taken from a run above it by steering
     │   ├── ToolsWithheld              a child was started naming tools taken from a run above it by steering
     │   ├── ArgumentError              a call was given a value it does not take (also a ValueError)
+    │   │   └── KeywordArgumentError    ... a keyword it does not take (also a TypeError)
     │   └── GraphValidationError       compile() found unknown / unreachable / dead-end nodes, or a
     │                                  thread API was called on a graph compiled without checkpointer
     ├── InvalidCommandError            a SteeringCommand is invalid (also a ValueError)
@@ -134,7 +135,13 @@ class ArgumentError(ConfigurationError, ValueError):
     LangGraph raises for a bad ``recursion_limit``): ``except ValueError`` still catches them."""
 
 
-class BudgetArgumentError(ArgumentError, TypeError):
+class KeywordArgumentError(ArgumentError, TypeError):
+    """A call given a keyword it does not take: a ``RunHandle`` control method given a part of
+    the command it sets itself (``handle.steer("x", target=...)``). An ``ArgumentError``
+    saying what to do instead, and still the ``TypeError`` such a call raised (which it was)."""
+
+
+class BudgetArgumentError(KeywordArgumentError):
     """``RunHandle.update_budget`` given a keyword that is no limit it can change
     (``max_turns=5``, ``max_depth=3``): an ``ArgumentError`` naming the limits it can change,
     and still the ``TypeError`` a call with an unknown keyword raises (which it was)."""

@@ -15,7 +15,13 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tinyagents.errors import BudgetArgumentError, ConfigurationError, SteeringRejected
+from tinyagents.errors import (
+    ArgumentError,
+    BudgetArgumentError,
+    ConfigurationError,
+    KeywordArgumentError,
+    SteeringRejected,
+)
 from tinyagents.protocol.commands import (
     AnyActor,
     HumanActor,
@@ -212,6 +218,8 @@ class RunHandle:
         **fields: Any,
     ) -> SteeringReceipt:
         """Send one command to this run; with ``check`` a rejection raises ``SteeringRejected``."""
+        _own_fields("submit", ("target",), fields)
+        _flag("check", check)
         cmd = SteeringCommand(
             target=SteeringTarget.agent_run(self.run_id),
             actor=actor or self.default_actor,
@@ -228,26 +236,36 @@ class RunHandle:
 
     async def steer(self, text: str, **kw: Any) -> SteeringReceipt:
         """Add an instruction, delivered at the run's next safe boundary."""
-        return await self.submit(SteeringKind.ADD_INSTRUCTION, {"text": text}, **kw)
+        return await self._send("steer", SteeringKind.ADD_INSTRUCTION, {"text": text}, kw)
 
     async def pause(self, reason: str | None = None, **kw: Any) -> SteeringReceipt:
-        return await self.submit(SteeringKind.PAUSE, _reason(reason), **kw)
+        return await self._send("pause", SteeringKind.PAUSE, _reason(reason), kw)
 
     async def resume(self, reason: str | None = None, **kw: Any) -> SteeringReceipt:
-        return await self.submit(SteeringKind.RESUME, _reason(reason), **kw)
+        return await self._send("resume", SteeringKind.RESUME, _reason(reason), kw)
 
     async def cancel(
         self, reason: str | None = None, *, immediate: bool = False, **kw: Any
     ) -> SteeringReceipt:
-        if immediate:
+        if _flag("immediate", immediate):
             kw["delivery"] = SteeringDelivery.IMMEDIATE
-        return await self.submit(SteeringKind.CANCEL, _reason(reason), **kw)
+        return await self._send("cancel", SteeringKind.CANCEL, _reason(reason), kw)
 
     async def request_status(self, **kw: Any) -> SteeringReceipt:
-        return await self.submit(SteeringKind.REQUEST_STATUS, {}, **kw)
+        return await self._send("request_status", SteeringKind.REQUEST_STATUS, {}, kw)
 
     async def constrain_tools(self, tools: list[str], **kw: Any) -> SteeringReceipt:
-        return await self.submit(SteeringKind.CONSTRAIN_TOOLS, {"tools": tools}, **kw)
+        return await self._send(
+            "constrain_tools", SteeringKind.CONSTRAIN_TOOLS, {"tools": tools}, kw
+        )
+
+    async def _send(
+        self, method: str, kind: SteeringKind, payload: dict[str, Any], kw: dict[str, Any]
+    ) -> SteeringReceipt:
+        """``submit`` for a control method, which sets the command's target, kind and
+        payload: given as keywords too, they were Python's "got multiple values"."""
+        _own_fields(method, ("target", "kind", "payload"), kw)
+        return await self.submit(kind, payload, **kw)
 
     async def update_budget(self, **limits_and_fields: Any) -> SteeringReceipt:
         """Change this run's limits: ``update_budget(max_model_calls=5, actor=..., ...)``.
@@ -269,7 +287,9 @@ class RunHandle:
                 f"update_budget() {what}: the limits it can change are "
                 f"{', '.join(sorted(BUDGET_FIELDS))}"
             )
-        return await self.submit(SteeringKind.UPDATE_BUDGET, limits, **limits_and_fields)
+        return await self._send(
+            "update_budget", SteeringKind.UPDATE_BUDGET, limits, limits_and_fields
+        )
 
     def stream(
         self, mode: str | Iterable[str] = "values", *, subgraphs: bool = False
@@ -342,6 +362,25 @@ _LIMIT_NAMES = frozenset(RunLimits.model_fields)
 
 #: Keywords of ``RunHandle.submit`` that are not fields of the command.
 _SUBMIT_KEYWORDS = frozenset({"check"})
+
+
+def _own_fields(method: str, own: tuple[str, ...], kw: dict[str, Any]) -> None:
+    """Refuse keywords naming a part of the command ``method`` sets itself."""
+    given = [name for name in own if name in kw]
+    if given:
+        raise KeywordArgumentError(
+            f"RunHandle.{method}() sets the command's {', '.join(own)} itself (its target "
+            "is this run), got "
+            f"{', '.join(f'{name}=' for name in given)}; to send another command (to another "
+            "target, of another kind) build a SteeringCommand and send it with Runtime.submit"
+        )
+
+
+def _flag(name: str, value: object) -> bool:
+    """``value``, a flag: ``True`` or ``False`` (``"no"`` was read as true)."""
+    if not isinstance(value, bool):
+        raise ArgumentError(f"{name}= must be True or False, got {value!r}")
+    return value
 
 
 def _reason(reason: str | None) -> dict[str, Any]:
