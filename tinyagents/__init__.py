@@ -30,6 +30,7 @@ from tinyagents.errors import (
 )
 from tinyagents.harness import (
     Agent,
+    FunctionToolset,
     Message,
     Middleware,
     Model,
@@ -48,6 +49,7 @@ from tinyagents.harness import (
     ToolCall,
     ToolOutput,
     ToolResult,
+    Toolset,
     Usage,
     orchestrator_tools,
     tool,
@@ -89,6 +91,7 @@ __all__ = [
     "Boundary",
     "CommandState",
     "Decision",
+    "FunctionToolset",
     "LiteLLMModel",
     "Message",
     "Middleware",
@@ -142,6 +145,7 @@ __all__ = [
     "ToolCall",
     "ToolOutput",
     "ToolResult",
+    "Toolset",
     "UnsupportedOutputError",
     "Usage",
     "__version__",

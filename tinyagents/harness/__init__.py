@@ -43,13 +43,25 @@ from tinyagents.harness.output import (
 from tinyagents.harness.render import SteeringRenderer
 from tinyagents.harness.subagent import SubAgent, SubAgentSession, SubAgentTool
 from tinyagents.harness.tools import FunctionTool, Tool, ToolResult, tool
+from tinyagents.harness.toolsets import (
+    CombinedToolset,
+    FilteredToolset,
+    FunctionToolset,
+    PrefixedToolset,
+    RenamedToolset,
+    Toolset,
+    WrapperToolset,
+)
 
 if TYPE_CHECKING:  # imported on first use (tinyagents.harness._litellm)
     from tinyagents.harness.litellm_model import LiteLLMModel
 
 __all__ = [
     "Agent",
+    "CombinedToolset",
+    "FilteredToolset",
     "FunctionTool",
+    "FunctionToolset",
     "LiteLLMModel",
     "Message",
     "Middleware",
@@ -57,7 +69,9 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "NativeOutput",
+    "PrefixedToolset",
     "PromptedOutput",
+    "RenamedToolset",
     "RunContext",
     "SteeringRenderer",
     "StreamChunk",
@@ -71,7 +85,9 @@ __all__ = [
     "ToolOutput",
     "ToolResult",
     "ToolSpec",
+    "Toolset",
     "Usage",
+    "WrapperToolset",
     "orchestrator_tools",
     "tool",
 ]

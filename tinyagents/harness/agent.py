@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
 
 from pydantic import BaseModel, PydanticUserError
@@ -32,6 +34,7 @@ from tinyagents.harness.model import Model
 from tinyagents.harness.output import OutputSpec, output_json_schema, output_spec_of
 from tinyagents.harness.render import SteeringRenderer
 from tinyagents.harness.tools import FunctionTool, Tool, check_retries
+from tinyagents.harness.toolsets import Toolset, combined_tools, toolsets_of
 from tinyagents.protocol import SteeringActor
 from tinyagents.protocol.ids import name_problem
 from tinyagents.protocol.text import shows_nothing
@@ -43,6 +46,16 @@ if TYPE_CHECKING:
     from tinyagents.runs.handle import RunResult
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class _Unset:
+    """No value given (``None`` is one: ``override(instructions=None)``, ``deps=None``)."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
 
 
 class Agent:
@@ -66,6 +79,9 @@ class Agent:
     row of each tool without a cap of its own (``Tool(retries=...)``) and is the output budget
     too, unless ``output_retries`` is given; a dict ``{"tools": ..., "output": ...}`` (its
     ``AgentRetries``) sets the budgets it names. A tool's cap defaults to None: no cap.
+    ``toolsets`` (pydantic-ai's: ``FunctionToolset`` and its ``prefixed``, ``filtered``,
+    ``renamed`` wrappers) add their tools after ``tools``; a name given twice is refused.
+    ``agent.override(...)`` changes the runs started within a ``with`` block.
     """
 
     def __init__(
@@ -85,6 +101,7 @@ class Agent:
         output_type: Any = None,
         output_retries: int | None = None,
         retries: int | Mapping[str, int] | None = None,
+        toolsets: Sequence[Toolset] = (),
     ) -> None:
         check_agent_name(name)
         if unknown_tools not in ("error_result", "fail"):
@@ -101,14 +118,7 @@ class Agent:
                 f"{kind_of(supervisor)}; load one with SupervisorSpec.from_yaml(<file or "
                 "YAML text>) or build one with SupervisorSpec(rules=[...], ...)"
             )
-        if instructions is None:  # no system prompt, as ""
-            instructions = ""
-        if not isinstance(instructions, str):
-            raise ConfigurationError(
-                f"agent {name!r}: instructions must be text (the system prompt), got "
-                f"{type(instructions).__name__}; for instructions that change per run, add a "
-                "function with @agent.system_prompt, or steer the run (add_instruction)"
-            )
+        instructions = _instructions(name, instructions)
         check_limits(limits)
         # text for str (pydantic-ai's default), a model class, or a union's envelope class;
         # output tools (a union with str's models, output functions, ToolOutput markers)
@@ -128,7 +138,12 @@ class Agent:
         # a model string (or no model) loads LiteLLMModel's module (tinyagents.harness._litellm)
         self.model = model if isinstance(model, Model) else _litellm.as_model(model)
         self.instructions = instructions
-        self.tools = _tool_dict(name, tools)
+        #: The tools given as ``tools=`` (``override(tools=...)`` replaces them for a run).
+        self.function_tools = _tool_dict(name, tools)
+        #: The toolsets given as ``toolsets=`` (``override(toolsets=...)`` replaces them).
+        self.toolsets = toolsets_of(f"agent {name!r}", toolsets)
+        #: Every tool of the agent, by name: its own, then its toolsets'.
+        self.tools = _with_toolsets(name, self.function_tools, self.toolsets)
         _check_output_tool_names(name, self.tools, spec.tools)
         _check_forced_tool(name, self.model, self.tools)
         check_agent = getattr(supervisor, "check_agent", None)
@@ -157,6 +172,10 @@ class Agent:
         #: ``@agent.system_prompt`` functions and, for a ``dynamic=True`` one, its reference
         #: (its ``__qualname__``) in the system message's ``metadata["system_prompt_parts"]``.
         self.system_prompts: list[tuple[RunFunction, str | None]] = []
+        # what ``override`` set in this context (shared by this agent's per-run copies)
+        self._overrides: ContextVar[dict[str, Any] | None] = ContextVar(
+            f"tinyagents.agent.{name}.override", default=None
+        )
 
     def output_validator(self, fn: _F, /) -> _F:
         """Decorate a function that checks (and may change) the run's output, as
@@ -221,6 +240,91 @@ class Agent:
         run_agent._take_output(spec, output_type)
         return run_agent
 
+    @contextmanager
+    def override(
+        self,
+        *,
+        model: Model | str = UNSET,
+        deps: Any = UNSET,
+        instructions: str | None = UNSET,
+        tools: Sequence[Tool | Any] = UNSET,
+        toolsets: Sequence[Toolset] = UNSET,
+    ) -> Iterator[None]:
+        """Within the ``with`` block, runs of this agent started in this context (its tasks,
+        the runs their tools start) use what is given here instead, as pydantic-ai's
+        ``agent.override``: ``model``, ``deps`` (over a run's ``deps=``), ``instructions``
+        (the agent's, and a run's ``instructions=``, replaced; None: none; its
+        ``@agent.system_prompt`` functions stay), ``tools`` (its ``tools=``) and ``toolsets``
+        (its ``toolsets=`` and a run's). An inner ``override`` wins for what it gives; what
+        it does not give stays the outer one's. Each value is checked here, as ``Agent(...)``
+        checks it (``ConfigurationError``)."""
+        given: dict[str, Any] = {}
+        if model is not UNSET:
+            given["model"] = model if isinstance(model, Model) else _litellm.as_model(model)
+        if deps is not UNSET:
+            given["deps"] = deps
+        if instructions is not UNSET:
+            given["instructions"] = _instructions(self.name, instructions)
+        if tools is not UNSET:
+            given["tools"] = _tool_dict(self.name, tools)
+        if toolsets is not UNSET:
+            given["toolsets"] = toolsets_of(f"agent {self.name!r}", toolsets)
+        token = self._overrides.set({**(self._overrides.get() or {}), **given})
+        try:
+            yield
+        finally:
+            self._overrides.reset(token)
+
+    def for_run(
+        self,
+        *,
+        output_type: Any = None,
+        model: Model | str | None = None,
+        instructions: str | None = None,
+        toolsets: Sequence[Toolset] | None = None,
+    ) -> Agent:
+        """This agent as one run of it runs it: its own ``output_type`` (``for_output_type``),
+        ``model`` in place of the agent's, ``instructions`` after the agent's (on a line of
+        their own, as pydantic-ai joins them), ``toolsets`` beside the agent's, and what an
+        ``override`` around the start gives (which wins over them). The agent itself when
+        there is nothing to change."""
+        over = self._overrides.get() or {}
+        if not over and model is None and instructions is None and toolsets is None:
+            return self if output_type is None else self.for_output_type(output_type)
+        run_agent = copy.copy(self) if output_type is None else self.for_output_type(output_type)
+        chosen = over.get("model", model)
+        if chosen is not None:
+            run_agent.model = chosen if isinstance(chosen, Model) else _litellm.as_model(chosen)
+            if self.models is not None:  # the run's model first: the one it is sent
+                name = run_agent.model.name
+                run_agent.models = (name, *(m for m in self.models if m != name))
+        if "instructions" in over:
+            run_agent.instructions = over["instructions"]
+        elif instructions is not None:
+            extra = _instructions(self.name, instructions)
+            run_agent.instructions = "\n".join(filter(None, (self.instructions, extra)))
+        if "tools" in over or "toolsets" in over or toolsets is not None:
+            run_agent.function_tools = over.get("tools", self.function_tools)
+            run_agent.toolsets = over.get(
+                "toolsets",
+                [
+                    *self.toolsets,
+                    *toolsets_of(f"agent {self.name!r}", () if toolsets is None else toolsets),
+                ],
+            )
+            run_agent.tools = _with_toolsets(
+                self.name, run_agent.function_tools, run_agent.toolsets
+            )
+            _check_output_tool_names(self.name, run_agent.tools, run_agent.output_tools)
+        _check_forced_tool(self.name, run_agent.model, run_agent.tools)
+        return run_agent
+
+    def deps_for_run(self, deps: Any) -> Any:
+        """The ``deps`` a run given ``deps`` has: an ``override(deps=...)`` around its start
+        wins, as pydantic-ai's does."""
+        over = self._overrides.get()
+        return over["deps"] if over is not None and "deps" in over else deps
+
     def _take_output(self, spec: OutputSpec, given: Any) -> None:
         """Make ``spec`` (``output_spec_of`` of ``given``, the output type as given) this
         agent's output: set when it is made, and on a run's copy (``for_output_type``)."""
@@ -256,7 +360,9 @@ class Agent:
         """Run to the end and return the result (a private in-memory runtime if none is given).
         A caller that stops waiting (a timeout around it, a cancel) cancels the run. The
         keyword arguments are ``Runtime.start``'s: ``output_type=`` gives this run its own
-        output type (``for_output_type``), ``run_id=``, ``limits=``, ``history=``..."""
+        output type (``for_output_type``), ``model=``, ``instructions=`` and ``toolsets=`` its
+        own model, more instructions and more tools (``for_run``), ``deps=`` its ``ctx.deps``,
+        ``run_id=``, ``limits=``, ``history=``..."""
         if runtime is None:
             async with private_host() as host:
                 return await self.run(input, runtime=host, **kwargs)
@@ -334,6 +440,30 @@ def check_agent_name(name: object, *, who: str = "") -> str:
             "a listing or a log line shows"
         )
     return name
+
+
+def _instructions(name: str, instructions: object) -> str:
+    """``instructions`` as the system prompt's text (None: none, as "")."""
+    if instructions is None:
+        return ""
+    if not isinstance(instructions, str):
+        raise ConfigurationError(
+            f"agent {name!r}: instructions must be text (the system prompt), got "
+            f"{type(instructions).__name__}; for instructions that change per run, add a "
+            "function with @agent.system_prompt, or steer the run (add_instruction)"
+        )
+    return instructions
+
+
+def _with_toolsets(
+    name: str, tools: Mapping[str, Tool], toolsets: Sequence[Toolset]
+) -> dict[str, Tool]:
+    """The agent's ``tools`` and its ``toolsets``' tools, by name; a name given twice is a
+    ``ConfigurationError`` (pydantic-ai's ``UserError``)."""
+    try:
+        return combined_tools(toolsets, tools)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"agent {name!r}: {exc}") from None
 
 
 def _check_actor_name(name: str) -> None:

@@ -84,6 +84,9 @@ class ActiveRun(Protocol):
 
     @property
     def paused(self) -> bool: ...
+    @property
+    def deps(self) -> Any:
+        """What the run was given as ``deps=`` (None when nothing was)."""
 
     #: Whose pauses hold the run (its own, runs above it), and the pauses and resumes passed
     #: down to it not applied yet: ``tinyagents.harness.pausing.Pauses``.
@@ -146,6 +149,13 @@ class RunContext(Record):
     @property
     def run_id(self) -> str:
         return self.handle.run_id
+
+    @property
+    def deps(self) -> Any:
+        """The run's dependencies, pydantic-ai's ``ctx.deps``: what the run was given as
+        ``deps=`` (``agent.run(..., deps=...)``, ``rt.start``), or an ``agent.override(deps=
+        ...)`` around its start; None when nothing was."""
+        return self.run.deps
 
     @property
     def last_attempt(self) -> bool:

@@ -71,6 +71,7 @@ from tinyagents.harness.middleware import Middleware, SteeringHook, fold, overri
 from tinyagents.harness.model import (
     CUT_OFF,
     Message,
+    Model,
     ModelRequest,
     ModelResponse,
     Role,
@@ -187,17 +188,32 @@ class AgentRecipe(AgentView, Protocol):
     def output_native(self) -> bool: ...
     @property
     def output_prompt(self) -> str | None: ...
-    def for_output_type(self, output_type: Any) -> AgentRecipe: ...
+    def for_run(
+        self,
+        *,
+        output_type: Any = None,
+        model: Model | str | None = None,
+        instructions: str | None = None,
+        toolsets: Sequence[Any] | None = None,
+    ) -> AgentRecipe: ...
+    def deps_for_run(self, deps: Any) -> Any: ...
 
 
 class AgentRun(RunDriver):
     """One run of an ``Agent``: its conversation, its boundaries and its steering."""
 
     def __init__(
-        self, runtime: RunHost, agent: AgentRecipe, handle: RunHandle, messages: list[Message]
+        self,
+        runtime: RunHost,
+        agent: AgentRecipe,
+        handle: RunHandle,
+        messages: list[Message],
+        deps: Any = None,
     ) -> None:
         self.runtime = runtime
         self.agent = agent
+        #: What the run's tools, prompts and validators reach as ``ctx.deps`` (``deps=``).
+        self.deps = deps
         self.handle = handle
         self.info = handle.info
         self.messages = messages
@@ -2135,18 +2151,25 @@ async def start_agent_run(
     task_id: str | None = None,
     node_id: str | None = None,
     output_type: Any = None,
+    model: Model | str | None = None,
+    instructions: str | None = None,
+    toolsets: Sequence[Any] | None = None,
+    deps: Any = None,
 ) -> RunHandle:
     """Register a run of ``agent`` (a child of ``parent`` if given) and start its loop.
-    ``output_type`` (not None) is the run's own output type (``Agent.for_output_type``).
+    ``output_type``, ``model``, ``instructions`` and ``toolsets`` are the run's own
+    (``Agent.for_run``, with an ``Agent.override`` around the start); ``deps`` is its
+    ``ctx.deps`` (unless an override gives them).
 
     ``history`` (and ``input``, when it is messages) is a conversation to continue; its tool
     calls and results must pair up, else ``ConfigurationError`` and nothing starts. Under a
     parent, ``tools`` naming one taken from a run above is ``ToolsWithheld``, and an agent
     whose every model was taken is ``ModelsWithheld`` (nothing starts either way)."""
     require_open(runtime)
-    if output_type is not None:
-        agent = agent.for_output_type(output_type)
     _check_start(agent, input, limits, history, thread_id, tools)
+    agent = agent.for_run(
+        output_type=output_type, model=model, instructions=instructions, toolsets=toolsets
+    )
     parent_info = _parent_info(runtime, parent)
     granted = frozenset(agent.tools)
     if tools is not None:
@@ -2196,7 +2219,7 @@ async def start_agent_run(
     info.usage.started_at = _clock.monotonic()
     messages, own_prompt = _initial_messages(agent, input, history)
     handle = RunHandle(info, submitter=runtime)
-    run = AgentRun(runtime, agent, handle, messages)
+    run = AgentRun(runtime, agent, handle, messages, agent.deps_for_run(deps))
     run.own_prompt = own_prompt
     handle.driver = run
     handle.policies = [

@@ -1,0 +1,283 @@
+"""Toolsets: groups of tools an agent (or one run of it) is given together, as pydantic-ai's.
+
+    calendar = FunctionToolset(max_retries=2)
+
+    @calendar.tool
+    def today() -> str:
+        return "2026-12-07"
+
+    agent = Agent("planner", model, toolsets=[calendar.prefixed("cal")])  # offers cal_today
+
+A toolset is read when an agent is made (``Agent(toolsets=...)``) or a run starts
+(``agent.run(..., toolsets=...)``, ``agent.override(toolsets=...)``): what it holds then is
+what the agent or the run has. pydantic-ai asks its toolsets again at each step, with the
+run's context (``get_tools(ctx)``); these are read once, so a filter is a function of the
+tool alone (``filtered(lambda tool: ...)``). Narrowing a running run is steering's work
+(``constrain_tools``), and a run started with a subset takes ``rt.start(..., tools=[...])``.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, overload
+
+from tinyagents.errors import ConfigurationError, kind_of
+from tinyagents.harness.model import ToolSpec
+from tinyagents.harness.tools import FunctionTool, Tool, check_retries, is_tool_name
+
+
+class Toolset(ABC):
+    """Tools offered together (pydantic-ai's ``AbstractToolset``). Subclass and override
+    ``get_tools``, or use ``FunctionToolset``; ``prefixed``, ``filtered`` and ``renamed``
+    wrap one."""
+
+    @abstractmethod
+    def get_tools(self) -> dict[str, Tool]:
+        """The toolset's tools, by the name each is offered under."""
+
+    def prefixed(self, prefix: str) -> PrefixedToolset:
+        """This toolset with each tool offered as ``<prefix>_<name>``."""
+        return PrefixedToolset(self, prefix)
+
+    def filtered(self, filter_func: Callable[[ToolSpec], bool]) -> FilteredToolset:
+        """This toolset with only the tools ``filter_func(tool_spec)`` keeps."""
+        return FilteredToolset(self, filter_func)
+
+    def renamed(self, name_map: Mapping[str, str]) -> RenamedToolset:
+        """This toolset with tools renamed: ``name_map`` maps each new name to the old one."""
+        return RenamedToolset(self, name_map)
+
+
+class FunctionToolset(Toolset):
+    """Tools made from functions (pydantic-ai's ``FunctionToolset``): given as a list, added
+    with ``@toolset.tool`` (``tool_plain`` too: a ``ctx`` parameter is found either way) or
+    ``add_function``/``add_tool``. ``max_retries`` caps each tool of the set that has no cap of
+    its own (``@tool(retries=...)``); a tool with neither takes the agent's ``retries``."""
+
+    def __init__(
+        self, tools: Sequence[Tool | Callable[..., Any]] = (), *, max_retries: int | None = None
+    ) -> None:
+        check_retries("FunctionToolset", max_retries)
+        if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Iterable):
+            raise ConfigurationError(
+                f"FunctionToolset(tools=...) takes a list of tools, got {kind_of(tools)}"
+            )
+        self.max_retries = max_retries
+        #: The tools added, by name (pydantic-ai's ``FunctionToolset.tools``).
+        self.tools: dict[str, Tool] = {}
+        for item in tools:
+            self.add_tool(item if isinstance(item, Tool) else _function_tool(item))
+
+    @overload
+    def tool(self, fn: Callable[..., Any], /) -> FunctionTool: ...
+    @overload
+    def tool(
+        self,
+        /,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout_s: float | None = None,
+        retries: int | None = None,
+    ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+    def tool(
+        self,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout_s: float | None = None,
+        retries: int | None = None,
+    ) -> Any:
+        """Add a function as a tool: ``@toolset.tool`` or ``@toolset.tool(name=..., ...)``
+        (``@tool``'s arguments). Returns the ``FunctionTool``."""
+
+        def add(f: Callable[..., Any]) -> FunctionTool:
+            made = FunctionTool(
+                f, name=name, description=description, timeout_s=timeout_s, retries=retries
+            )
+            self.add_tool(made)
+            return made
+
+        return add(fn) if fn is not None else add
+
+    tool_plain = tool
+
+    def add_function(self, fn: Callable[..., Any], **kwargs: Any) -> FunctionTool:
+        """Add ``fn`` as a tool (``FunctionTool(fn, **kwargs)``)."""
+        made = FunctionTool(fn, **kwargs)
+        self.add_tool(made)
+        return made
+
+    def add_tool(self, tool: Tool) -> None:
+        """Add ``tool``; a second tool of its name is a ``ConfigurationError``."""
+        if not isinstance(tool, Tool):
+            raise ConfigurationError(f"add_tool takes a Tool, got {kind_of(tool)}")
+        if tool.name in self.tools:
+            raise ConfigurationError(f"Tool name conflicts with existing tool: {tool.name!r}")
+        self.tools[tool.name] = tool
+
+    def get_tools(self) -> dict[str, Tool]:
+        if self.max_retries is None:
+            return dict(self.tools)
+        return {
+            name: t if t.retries is not None else _copy(t, retries=self.max_retries)
+            for name, t in self.tools.items()
+        }
+
+
+class WrapperToolset(Toolset):
+    """A toolset that changes what another one (``wrapped``) offers."""
+
+    def __init__(self, wrapped: Toolset) -> None:
+        if not isinstance(wrapped, Toolset):
+            raise ConfigurationError(f"a toolset wraps a Toolset, got {kind_of(wrapped)}")
+        self.wrapped = wrapped
+
+
+class PrefixedToolset(WrapperToolset):
+    """``wrapped``'s tools, each offered as ``<prefix>_<name>``."""
+
+    def __init__(self, wrapped: Toolset, prefix: str) -> None:
+        super().__init__(wrapped)
+        if not isinstance(prefix, str) or not is_tool_name(f"{prefix}_x"):
+            raise ConfigurationError(
+                f"a toolset's prefix is letters, digits, '_' or '-', got {prefix!r}"
+            )
+        self.prefix = prefix
+
+    def get_tools(self) -> dict[str, Tool]:
+        return {
+            f"{self.prefix}_{name}": _copy(t, name=f"{self.prefix}_{name}")
+            for name, t in self.wrapped.get_tools().items()
+        }
+
+
+class FilteredToolset(WrapperToolset):
+    """``wrapped``'s tools that ``filter_func(tool_spec)`` keeps (a ``ToolSpec``: the tool as
+    offered to the model). pydantic-ai's filter also takes the run's context, per step: one
+    of two parameters is refused, since these are read once, before the run."""
+
+    def __init__(self, wrapped: Toolset, filter_func: Callable[[ToolSpec], bool]) -> None:
+        super().__init__(wrapped)
+        if not callable(filter_func) or _positional(filter_func) not in (1, None):
+            raise ConfigurationError(
+                "a toolset's filter is a function of the tool alone, (tool_spec) -> bool: "
+                "toolsets are read when the agent is made or the run starts, not per step "
+                "with the run's context; to narrow a run, start it with tools=[...] or steer "
+                "it with constrain_tools"
+            )
+        self.filter_func = filter_func
+
+    def get_tools(self) -> dict[str, Tool]:
+        return {
+            name: t for name, t in self.wrapped.get_tools().items() if self.filter_func(t.spec())
+        }
+
+
+class RenamedToolset(WrapperToolset):
+    """``wrapped``'s tools, those ``name_map`` names ({new name: old name}) renamed."""
+
+    def __init__(self, wrapped: Toolset, name_map: Mapping[str, str]) -> None:
+        super().__init__(wrapped)
+        if not isinstance(name_map, Mapping):
+            raise ConfigurationError(f"renamed() takes a dict, got {kind_of(name_map)}")
+        self.name_map = dict(name_map)
+
+    def get_tools(self) -> dict[str, Tool]:
+        tools = self.wrapped.get_tools()
+        unknown = sorted(old for old in self.name_map.values() if old not in tools)
+        if unknown:
+            raise ConfigurationError(
+                f"renamed() names tools the toolset does not have: {unknown}; it has "
+                f"{sorted(tools)}"
+            )
+        new_of = {old: new for new, old in self.name_map.items()}
+        renamed: dict[str, Tool] = {}
+        for name, t in tools.items():
+            new = new_of.get(name, name)
+            if new in renamed:  # pydantic-ai's words
+                raise ConfigurationError(
+                    f"Renaming tool {name!r} to {new!r} conflicts with existing tool."
+                    if new != name
+                    else f"Tool name conflicts with previously renamed tool: {new!r}."
+                )
+            renamed[new] = t if new == name else _copy(t, name=new)
+        return renamed
+
+
+class CombinedToolset(Toolset):
+    """The tools of several toolsets; a name two of them offer is a ``ConfigurationError``
+    (pydantic-ai's ``UserError``), naming both: rename one (``prefixed``, ``renamed``)."""
+
+    def __init__(self, toolsets: Sequence[Toolset]) -> None:
+        self.toolsets = toolsets_of("CombinedToolset", toolsets)
+
+    def get_tools(self) -> dict[str, Tool]:
+        return combined_tools(self.toolsets)
+
+
+def toolsets_of(owner: str, toolsets: object) -> list[Toolset]:
+    """``toolsets`` as a list, each a ``Toolset``."""
+    if isinstance(toolsets, (str, bytes, Mapping, Toolset)) or not isinstance(toolsets, Iterable):
+        raise ConfigurationError(
+            f"{owner}: toolsets must be a list of toolsets, got {kind_of(toolsets)}"
+        )
+    listed = list(toolsets)
+    for index, item in enumerate(listed):
+        if not isinstance(item, Toolset):
+            raise ConfigurationError(
+                f"{owner}: toolsets[{index}] must be a Toolset (e.g. FunctionToolset([...])), "
+                f"got {kind_of(item)}"
+            )
+    return listed
+
+
+def combined_tools(
+    toolsets: Sequence[Toolset], taken: Mapping[str, Tool] | None = None
+) -> dict[str, Tool]:
+    """The tools of ``toolsets`` by name, after ``taken`` (an agent's own): a name offered
+    twice is a ``ConfigurationError``."""
+    tools: dict[str, Tool] = dict(taken or {})
+    owner: dict[str, str] = {name: "the agent's tools" for name in tools}
+    for index, toolset in enumerate(toolsets):
+        for name, t in toolset.get_tools().items():
+            if name in tools:
+                raise ConfigurationError(
+                    f"{type(toolset).__name__} (toolsets[{index}]) defines a tool whose name "
+                    f"conflicts with existing tool from {owner[name]}: {name!r}; rename one "
+                    "(toolset.prefixed(...), toolset.renamed({...}))"
+                )
+            tools[name] = t
+            owner[name] = f"toolsets[{index}]"
+    return tools
+
+
+def _function_tool(item: object) -> FunctionTool:
+    if not callable(item):
+        raise ConfigurationError(f"a toolset's tools are Tools or functions, got {kind_of(item)}")
+    return FunctionTool(item)
+
+
+def _copy(t: Tool, **changes: Any) -> Tool:
+    """A copy of ``t`` with ``changes`` (a new name is checked as a tool's name is)."""
+    if "name" in changes and not is_tool_name(changes["name"]):
+        raise ConfigurationError(
+            f"tool name {changes['name']!r} is not 1-64 letters, digits, '_' or '-'"
+        )
+    made = copy.copy(t)
+    for key, value in changes.items():
+        setattr(made, key, value)
+    return made
+
+
+def _positional(fn: Callable[..., Any]) -> int | None:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    return len([p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)])
