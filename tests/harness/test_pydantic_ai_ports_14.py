@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import re
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from tinyagents import (
     Runtime,
     SubAgent,
     SubAgentTool,
+    ToolOutput,
     tool,
 )
 from tinyagents.errors import ConfigurationError
@@ -397,7 +399,13 @@ def test_toolset_tool_named_like_an_agent_tool_is_refused() -> None:
         return "mine"
 
     toolset = FunctionToolset([foo])
-    with pytest.raises(ConfigurationError, match=r"conflicts with existing tool.*'foo'"):
+    with pytest.raises(
+        ConfigurationError,
+        match=re.escape(
+            "FunctionToolset defines a tool whose name conflicts with existing tool from the "
+            "agent: 'foo'. Rename the tool or wrap the toolset in a `PrefixedToolset`"
+        ),
+    ):
         Agent("t", ScriptedModel([]), tools=[foo], toolsets=[toolset])
     agent = Agent("t", ScriptedModel(["never"]), tools=[foo])
     with pytest.raises(ConfigurationError, match=r"conflicts with existing tool.*'foo'"):
@@ -410,7 +418,7 @@ def test_run_toolsets_do_not_change_the_agent() -> None:
     """Ours: a run's toolsets are that run's; the agent keeps its tools."""
     ts = FunctionToolset()
 
-    @ts.tool
+    @ts.tool_plain
     def extra() -> str:
         return "x"
 
@@ -653,3 +661,116 @@ async def test_override_reaches_a_delegate_agent_started_by_a_tool() -> None:
         result = await parent.run("Tell me a joke.")
     assert result.output == "picked one"
     assert "a test joke" in next(m.content for m in result.messages if m.role == "tool")
+
+
+def test_tool_name_conflict_hint() -> None:
+    """Ports tests/test_tools.py::test_tool_name_conflict_hint, in pydantic-ai's words (when
+    the agent is made, where pydantic-ai raises at the run)."""
+
+    def tool(x: int) -> int:
+        return x + 1
+
+    def foo_tool(x: str) -> str:
+        return x + "foo"
+
+    prefixed_toolset = PrefixedToolset(FunctionToolset([tool], id="tool"), "foo")
+    with pytest.raises(
+        ConfigurationError,
+        match=re.escape(
+            "PrefixedToolset(FunctionToolset 'tool') defines a tool whose name conflicts with "
+            "existing tool from the agent: 'foo_tool'. Change the `prefix` attribute to avoid "
+            "name conflicts."
+        ),
+    ):
+        Agent("test", ScriptedModel([]), tools=[foo_tool], toolsets=[prefixed_toolset])
+
+
+def test_two_toolsets_offering_one_name_are_refused() -> None:
+    """Ports the ``CombinedToolset`` conflict of tests/test_toolsets.py (its
+    ``test_comprehensive_toolset_composition`` ends on it): the second toolset is named."""
+
+    def a() -> int:
+        return 1
+
+    first, second = FunctionToolset([a], id="first"), FunctionToolset([a], id="second")
+    with pytest.raises(
+        ConfigurationError,
+        match=re.escape(
+            "FunctionToolset 'second' defines a tool whose name conflicts with existing tool "
+            "from FunctionToolset 'first': 'a'."
+        ),
+    ):
+        CombinedToolset([first, second]).get_tools()
+
+
+# --- @agent.tool and @agent.tool_plain (tests/test_tools.py) ---
+
+
+def test_tool_no_ctx() -> None:
+    """Ports tests/test_tools.py::test_tool_no_ctx: ``@agent.tool`` is for a function taking
+    the run's context; one without is refused, in pydantic-ai's words (our
+    ``ConfigurationError`` for its ``UserError``), naming ``tool_plain``."""
+    agent = Agent("t", ScriptedModel([]))
+    with pytest.raises(ConfigurationError) as exc_info:
+
+        @agent.tool
+        def invalid_tool(x: int) -> str:
+            return "Hello"
+
+    assert str(exc_info.value) == (
+        "Error generating schema for test_tool_no_ctx.<locals>.invalid_tool:\n"
+        "  First parameter of tools that take context must be annotated with RunContext[...] "
+        "(or add it with tool_plain)"
+    )
+    assert agent.tools == {}
+
+
+def test_tool_plain_with_ctx() -> None:
+    """Ports tests/test_tools.py::test_tool_plain_with_ctx."""
+    agent = Agent("t", ScriptedModel([]))
+    with pytest.raises(
+        ConfigurationError,
+        match=re.escape("RunContext annotations can only be used with tools that take context"),
+    ):
+
+        @agent.tool_plain
+        async def invalid_tool(ctx: RunContext) -> str:
+            return "Hello"
+
+
+async def test_agent_tool_decorators_add_tools() -> None:
+    """Ports the ``@agent.tool``/``@agent.tool_plain`` use all through pydantic-ai's tests
+    (tests/test_tools.py::test_plain_tool_name, test_tool_name): the tools the agent offers,
+    with a name given; a second tool of a name is refused ("Tool name conflicts with existing
+    tool", tests/test_tools.py::test_repeat_tool_by_rename's first case)."""
+    model = calls_every_tool()
+    agent = Agent("t", model)
+
+    @agent.tool
+    def who(ctx: RunContext) -> str:
+        return str(ctx.deps)
+
+    @agent.tool_plain(name="plain_name")
+    def plain() -> str:
+        return "plain"
+
+    assert list(agent.tools) == ["who", "plain_name"]
+    assert json.loads((await agent.run("hi", deps=7)).output) == {"who": "7", "plain_name": "plain"}
+    with pytest.raises(ConfigurationError, match="Tool name conflicts with existing tool: 'who'"):
+
+        @agent.tool_plain(name="who")
+        def again() -> str:
+            return "x"
+
+    assert list(agent.tools) == ["who", "plain_name"]
+
+
+def test_agent_tool_named_as_an_output_tool_is_refused() -> None:
+    """Ports tests/test_tools.py::test_tool_return_conflict for ``@agent.tool``: a tool
+    named as an output tool of the agent is refused, as ``tools=[...]`` is."""
+    agent = Agent("t", ScriptedModel([]), output_type=ToolOutput(int, name="ctx_tool"))
+    with pytest.raises(ConfigurationError, match="are the output tools"):
+
+        @agent.tool
+        def ctx_tool(ctx: RunContext, x: int) -> int:
+            return x

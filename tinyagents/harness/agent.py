@@ -34,7 +34,7 @@ from tinyagents.harness.model import Model
 from tinyagents.harness.output import OutputSpec, output_json_schema, output_spec_of
 from tinyagents.harness.render import SteeringRenderer
 from tinyagents.harness.tools import FunctionTool, Tool, check_retries
-from tinyagents.harness.toolsets import Toolset, combined_tools, toolsets_of
+from tinyagents.harness.toolsets import Toolset, combined_tools, function_tool, toolsets_of
 from tinyagents.protocol import SteeringActor
 from tinyagents.protocol.ids import name_problem
 from tinyagents.protocol.text import shows_nothing
@@ -176,6 +176,62 @@ class Agent:
         self._overrides: ContextVar[dict[str, Any] | None] = ContextVar(
             f"tinyagents.agent.{name}.override", default=None
         )
+
+    @overload
+    def tool(self, fn: Callable[..., Any], /) -> FunctionTool: ...
+    @overload
+    def tool(
+        self,
+        /,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout_s: float | None = None,
+        retries: int | None = None,
+        sequential: bool = False,
+    ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+    def tool(self, fn: Callable[..., Any] | None = None, /, **kwargs: Any) -> Any:
+        """Add a function taking the run's context (``ctx: RunContext``) as a tool of this
+        agent, as pydantic-ai's ``@agent.tool``: ``@agent.tool`` or ``@agent.tool(name=...,
+        description=..., timeout_s=..., retries=..., sequential=...)`` (``@tool``'s
+        arguments). Returns the ``FunctionTool``. A function without the context is refused
+        (``tool_plain`` adds it), and so is a tool name the agent has."""
+        return self._decorate(fn, takes_ctx=True, **kwargs)
+
+    @overload
+    def tool_plain(self, fn: Callable[..., Any], /) -> FunctionTool: ...
+    @overload
+    def tool_plain(
+        self,
+        /,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout_s: float | None = None,
+        retries: int | None = None,
+        sequential: bool = False,
+    ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+    def tool_plain(self, fn: Callable[..., Any] | None = None, /, **kwargs: Any) -> Any:
+        """``tool`` for a function that does not take the run's context (pydantic-ai's
+        ``@agent.tool_plain``); one that does is refused."""
+        return self._decorate(fn, takes_ctx=False, **kwargs)
+
+    def _decorate(self, fn: Callable[..., Any] | None, *, takes_ctx: bool, **kwargs: Any) -> Any:
+        def add(f: Callable[..., Any]) -> FunctionTool:
+            made = function_tool(f, takes_ctx=takes_ctx, **kwargs)
+            if made.name in self.tools:  # pydantic-ai's words
+                raise ConfigurationError(
+                    f"agent {self.name!r}: Tool name conflicts with existing tool: {made.name!r}"
+                )
+            _check_output_tool_names(self.name, {made.name: made}, self.output_tools)
+            tools = {**self.function_tools, made.name: made}
+            # a new dict: a run already started keeps the tools it was granted
+            every = _with_toolsets(self.name, tools, self.toolsets)
+            _check_forced_tool(self.name, self.model, every)
+            self.function_tools, self.tools = tools, every
+            return made
+
+        return add(fn) if fn is not None else add
 
     def output_validator(self, fn: _F, /) -> _F:
         """Decorate a function that checks (and may change) the run's output, as

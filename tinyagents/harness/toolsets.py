@@ -38,6 +38,16 @@ class Toolset(ABC):
     def get_tools(self) -> dict[str, Tool]:
         """The toolset's tools, by the name each is offered under."""
 
+    @property
+    def label(self) -> str:
+        """How an error names the toolset (pydantic-ai's ``label``)."""
+        return type(self).__name__
+
+    @property
+    def tool_name_conflict_hint(self) -> str:
+        """What an error about a tool name taken twice suggests."""
+        return "Rename the tool or wrap the toolset in a `PrefixedToolset` to avoid name conflicts."
+
     def prefixed(self, prefix: str) -> PrefixedToolset:
         """This toolset with each tool offered as ``<prefix>_<name>``."""
         return PrefixedToolset(self, prefix)
@@ -58,9 +68,17 @@ class FunctionToolset(Toolset):
     its own (``@tool(retries=...)``); a tool with neither takes the agent's ``retries``."""
 
     def __init__(
-        self, tools: Sequence[Tool | Callable[..., Any]] = (), *, max_retries: int | None = None
+        self,
+        tools: Sequence[Tool | Callable[..., Any]] = (),
+        *,
+        max_retries: int | None = None,
+        id: str | None = None,
     ) -> None:
         check_retries("FunctionToolset", max_retries)
+        if id is not None and not isinstance(id, str):
+            raise ConfigurationError(f"FunctionToolset(id=...) is text, got {kind_of(id)}")
+        #: pydantic-ai's toolset ``id``: here only a name errors give the toolset.
+        self.id = id
         if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Iterable):
             raise ConfigurationError(
                 f"FunctionToolset(tools=...) takes a list of tools, got {kind_of(tools)}"
@@ -93,19 +111,39 @@ class FunctionToolset(Toolset):
         timeout_s: float | None = None,
         retries: int | None = None,
     ) -> Any:
-        """Add a function as a tool: ``@toolset.tool`` or ``@toolset.tool(name=..., ...)``
-        (``@tool``'s arguments). Returns the ``FunctionTool``."""
+        """Add a function taking the run's context as a tool, as pydantic-ai's
+        ``@toolset.tool``: ``@toolset.tool`` or ``@toolset.tool(name=..., ...)`` (``@tool``'s
+        arguments). Returns the ``FunctionTool``; a function without a ``RunContext``
+        parameter is refused: add it with ``tool_plain``."""
+        kw = {"name": name, "description": description, "timeout_s": timeout_s, "retries": retries}
+        return _decorator(fn, self.add_tool, takes_ctx=True, **kw)
 
-        def add(f: Callable[..., Any]) -> FunctionTool:
-            made = FunctionTool(
-                f, name=name, description=description, timeout_s=timeout_s, retries=retries
-            )
-            self.add_tool(made)
-            return made
-
-        return add(fn) if fn is not None else add
-
-    tool_plain = tool
+    @overload
+    def tool_plain(self, fn: Callable[..., Any], /) -> FunctionTool: ...
+    @overload
+    def tool_plain(
+        self,
+        /,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout_s: float | None = None,
+        retries: int | None = None,
+    ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+    def tool_plain(
+        self,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout_s: float | None = None,
+        retries: int | None = None,
+    ) -> Any:
+        """``tool`` for a function that does not take the run's context (pydantic-ai's
+        ``@toolset.tool_plain``); one that does is refused."""
+        kw = {"name": name, "description": description, "timeout_s": timeout_s, "retries": retries}
+        return _decorator(fn, self.add_tool, takes_ctx=False, **kw)
 
     def add_function(self, fn: Callable[..., Any], **kwargs: Any) -> FunctionTool:
         """Add ``fn`` as a tool (``FunctionTool(fn, **kwargs)``)."""
@@ -120,6 +158,10 @@ class FunctionToolset(Toolset):
         if tool.name in self.tools:
             raise ConfigurationError(f"Tool name conflicts with existing tool: {tool.name!r}")
         self.tools[tool.name] = tool
+
+    @property
+    def label(self) -> str:
+        return "FunctionToolset" if self.id is None else f"FunctionToolset {self.id!r}"
 
     def get_tools(self) -> dict[str, Tool]:
         if self.max_retries is None:
@@ -138,6 +180,14 @@ class WrapperToolset(Toolset):
             raise ConfigurationError(f"a toolset wraps a Toolset, got {kind_of(wrapped)}")
         self.wrapped = wrapped
 
+    @property
+    def label(self) -> str:
+        return f"{type(self).__name__}({self.wrapped.label})"
+
+    @property
+    def tool_name_conflict_hint(self) -> str:
+        return self.wrapped.tool_name_conflict_hint
+
 
 class PrefixedToolset(WrapperToolset):
     """``wrapped``'s tools, each offered as ``<prefix>_<name>``."""
@@ -149,6 +199,10 @@ class PrefixedToolset(WrapperToolset):
                 f"a toolset's prefix is letters, digits, '_' or '-', got {prefix!r}"
             )
         self.prefix = prefix
+
+    @property
+    def tool_name_conflict_hint(self) -> str:
+        return "Change the `prefix` attribute to avoid name conflicts."
 
     def get_tools(self) -> dict[str, Tool]:
         return {
@@ -243,18 +297,54 @@ def combined_tools(
     """The tools of ``toolsets`` by name, after ``taken`` (an agent's own): a name offered
     twice is a ``ConfigurationError``."""
     tools: dict[str, Tool] = dict(taken or {})
-    owner: dict[str, str] = {name: "the agent's tools" for name in tools}
-    for index, toolset in enumerate(toolsets):
+    owner: dict[str, str] = {name: "the agent" for name in tools}
+    for toolset in toolsets:
         for name, t in toolset.get_tools().items():
-            if name in tools:
+            if name in tools:  # pydantic-ai's words
                 raise ConfigurationError(
-                    f"{type(toolset).__name__} (toolsets[{index}]) defines a tool whose name "
-                    f"conflicts with existing tool from {owner[name]}: {name!r}; rename one "
-                    "(toolset.prefixed(...), toolset.renamed({...}))"
+                    f"{toolset.label} defines a tool whose name conflicts with existing tool "
+                    f"from {owner[name]}: {name!r}. {toolset.tool_name_conflict_hint}"
                 )
             tools[name] = t
-            owner[name] = f"toolsets[{index}]"
+            owner[name] = toolset.label
     return tools
+
+
+def _decorator(
+    fn: Callable[..., Any] | None,
+    add: Callable[[Tool], None],
+    *,
+    takes_ctx: bool,
+    **kwargs: Any,
+) -> Any:
+    """``@x.tool``/``@x.tool_plain`` (``takes_ctx``), bare or with ``kwargs``: the function
+    made a ``FunctionTool`` (``function_tool``) and given to ``add``."""
+
+    def made(f: Callable[..., Any]) -> FunctionTool:
+        t = function_tool(f, takes_ctx=takes_ctx, **kwargs)
+        add(t)
+        return t
+
+    return made(fn) if fn is not None else made
+
+
+def function_tool(fn: Callable[..., Any], *, takes_ctx: bool, **kwargs: Any) -> FunctionTool:
+    """``fn`` as a ``FunctionTool`` for pydantic-ai's ``tool`` (``takes_ctx``: it must take
+    the run's context) or ``tool_plain`` (it must not), refused in pydantic-ai's words."""
+    made = FunctionTool(fn, **kwargs)
+    if made.takes_ctx != takes_ctx:
+        where = getattr(fn, "__qualname__", made.name)
+        raise ConfigurationError(
+            f"Error generating schema for {where}:\n  "
+            + (
+                "First parameter of tools that take context must be annotated with "
+                "RunContext[...] (or add it with tool_plain)"
+                if takes_ctx
+                else "RunContext annotations can only be used with tools that take context "
+                "(add it with tool)"
+            )
+        )
+    return made
 
 
 def _function_tool(item: object) -> FunctionTool:
