@@ -144,15 +144,16 @@ class TaskScope(Record):
 
 
 class UnsavedScope:
-    """The scope of every node of a run without checkpointer: nothing to resume from.
-    ``by``: the ``compile(checkpointer=False)`` sub-graph that makes the run so under a
-    checkpointed parent (``GraphRun.unsaved_by``), for the error to name.
+    """The scope of every node of a run without checkpointer (``run``, which makes it
+    once: ``GraphRun.unsaved_scope``): nothing to resume from. ``by``: the
+    ``compile(checkpointer=False)`` sub-graph that makes the run so under a checkpointed
+    parent (``GraphRun.unsaved_by``), for the error to name.
 
-    A streamed run's own (``run``: a stream of ``updates`` reads its steps) also knows the
-    task its executor calls on its fast path (``task``, set around the call): a ``@task``
-    that node calls takes a ``TaskScope`` of that task (``promote``), so it is the run's,
-    streamed in it and ended within the node's step, as with a scope of its own. The fast
-    path makes no scope for a node that calls no task."""
+    It also knows the task the run's executor calls on its fast path (``task``, set around
+    the call): a ``@task`` that node calls takes a ``TaskScope`` of that task (``promote``),
+    so it is the run's, streamed in it (if streamed) and ended within the node's step, as
+    with a scope of its own, whether the run is streamed or not. The fast path makes no
+    ``TaskScope`` for a node that calls no task."""
 
     __slots__ = ("by", "promoted", "run", "task")
 
@@ -200,13 +201,6 @@ def unsaved_interrupt(node: str, by: str) -> str:
     )
 
 
-def unsaved_scope(by: str | None, run: Any = None) -> UnsavedScope:
-    """The scope of a run that saves nothing (``by``, ``run``: as ``UnsavedScope``'s)."""
-    return UNSAVED if by is None and run is None else UnsavedScope(by, run)
-
-
-UNSAVED: Any = UnsavedScope()
-
 _scope: ContextVar[TaskScope | UnsavedScope | None] = ContextVar(
     "tinyagents_graph_task", default=None
 )
@@ -224,12 +218,12 @@ def current_scope() -> TaskScope | UnsavedScope:
 
 
 #: The scope of the graph node running in this context, if any (``TaskScope``, or
-#: ``UNSAVED`` in a run that saves nothing): a graph run from inside a node is a sub-graph
+#: the run's ``UnsavedScope`` in a run that saves nothing): a graph run from inside a node is a sub-graph
 #: call of that node's task. The ContextVar's own ``get``: no Python frame per top-level run.
 enclosing_scope: Callable[[], TaskScope | UnsavedScope | None] = _scope.get
 
 
-#: Enter a node's scope (``TaskScope``, ``UNSAVED``, or None) and leave it again with the
+#: Enter a node's scope (``TaskScope``, ``UnsavedScope``, or None) and leave it again with the
 #: token: the ContextVar's own methods, as ``enclosing_scope``, no Python frame around them
 #: (a streamed run sets its scope around every step).
 set_scope: Callable[[TaskScope | UnsavedScope | None], Token[TaskScope | UnsavedScope | None]] = (

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from tinyagents.errors import ConfigurationError, GraphError, SyncInAsyncError
 from tinyagents.graph import calls, mermaid, threads
 from tinyagents.graph._context import (
-    UNSAVED,
     enclosing_scope,
     reset_scope,
     run_blocking,
@@ -320,7 +319,7 @@ class CompiledGraph(GraphCore):
             if run.checkpointer is not None:
                 yield run
                 return
-            token = set_scope(UNSAVED)  # interrupt() is an error in a run that saves nothing
+            token = set_scope(run.unsaved_scope())  # interrupt() is an error here
             try:
                 yield run
             finally:

@@ -34,7 +34,6 @@ from tinyagents.graph._context import (
     enclosing_scope,
     reset_scope,
     set_scope,
-    unsaved_scope,
     user_failure,
 )
 from tinyagents.graph.agent_node import run_agent_node
@@ -288,7 +287,7 @@ class GraphRun:
         """``execute``, with a failing node reported as ``status="failed"`` and ``.error`` set
         (what a top-level run returns)."""
         # without a checkpointer every node shares one scope that refuses interrupt()
-        token = set_scope(unsaved_scope(self.unsaved_by)) if self.checkpointer is None else None
+        token = set_scope(self.unsaved_scope()) if self.checkpointer is None else None
         stream = self.stream
         try:
             while True:
@@ -305,6 +304,14 @@ class GraphRun:
         finally:
             if token is not None:
                 reset_scope(token)
+
+    def unsaved_scope(self) -> UnsavedScope:
+        """The scope every node of this run shares when it saves nothing, which whatever
+        drives such a run sets around its steps: it refuses ``interrupt()`` and, knowing the
+        run, makes a ``@task`` that a node on the fast path calls the run's
+        (``UnsavedScope.promote``), as a node's own scope does. (Not kept on the run: that
+        would make each run a reference cycle, left to the cyclic collector.)"""
+        return UnsavedScope(self.unsaved_by, self)
 
     async def next(self, *, started: bool = False) -> Step:
         """``advance``, its final item's ``result.state`` shown as the graph shows it
@@ -477,11 +484,10 @@ class GraphRun:
         assert fn is not None
         task.attempts = 1
         scope: UnsavedScope | None = None
-        if stream is not None:  # a values/updates stream read between steps (``stream.read``)
-            found = enclosing_scope()
-            if found.__class__ is UnsavedScope and found.run is self:  # type: ignore[union-attr]
-                scope = found  # type: ignore[assignment]
-                scope.task = task  # a @task the node calls is the run's (``promote``)
+        found = enclosing_scope()  # this run's, set by what drives it (``unsaved_scope``)
+        if found.__class__ is UnsavedScope and found.run is self:  # type: ignore[union-attr]
+            scope = found  # type: ignore[assignment]
+            scope.task = task  # a @task the node calls is the run's (``promote``)
         try:
             out = fn(self.view() if task.arg is UNSET else task.arg)
             if spec.is_async:

@@ -293,7 +293,7 @@ class Task(Generic[T]):
 
     def __call__(self, *args: Any, **kwargs: Any) -> TaskFuture[T]:
         scope = enclosing_scope()
-        if isinstance(scope, UnsavedScope):  # a streamed run's node on the executor's fast path
+        if isinstance(scope, UnsavedScope):  # a node on the fast path of a run that saves nothing
             scope = scope.promote()
         entry = _CALL.get()
         if scope is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tinyagents.errors import RunCancelled
-from tinyagents.graph._context import UNSAVED, reset_scope, set_scope
+from tinyagents.graph._context import reset_scope, set_scope
 
 if TYPE_CHECKING:
     from tinyagents.graph.executor import GraphRun
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 async def drive(run: GraphRun, steering: GraphSteering, events: GraphEvents) -> GraphResult:
     """Run ``run`` to its end, steered: a failing node, or a command that ends the run (a
     cancel), gives a ``"failed"`` result with ``.error`` (as ``GraphRun.outcome``)."""
-    token = set_scope(UNSAVED) if run.checkpointer is None else None
+    token = set_scope(run.unsaved_scope()) if run.checkpointer is None else None
     try:
         # the commands that waited for the run, before its first step (none for a run that
         # could not read or save its thread: it fails at once)

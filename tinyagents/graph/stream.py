@@ -24,7 +24,7 @@ from types import AsyncGeneratorType
 from typing import TYPE_CHECKING, Any, Literal
 
 from tinyagents.errors import ConfigurationError
-from tinyagents.graph._context import reset_scope, set_scope, unsaved_scope
+from tinyagents.graph._context import reset_scope, set_scope
 from tinyagents.graph.executor import GraphRun, Step, StreamSink
 from tinyagents.graph.tasks import collected, shown_writes
 from tinyagents.graph.types import UNSET
@@ -411,11 +411,9 @@ async def read(
             run.stream = sink
         sink.begin(run)
         items = sink.items
-        # a run that saves nothing: one scope for its steps, knowing the run if it streams
-        # its tasks' updates, so a @task its fast path's node calls is the run's
-        scope = None
-        if run.checkpointer is None:
-            scope = unsaved_scope(run.unsaved_by, run if run.stream is not None else None)
+        # a run that saves nothing: one scope for its steps, knowing the run, so a @task its
+        # fast path's node calls is the run's
+        scope = run.unsaved_scope() if run.checkpointer is None else None
         while True:
             while items:  # the input's state comes before the first step runs
                 yield items.popleft()
