@@ -19,6 +19,7 @@ one-node graph of a function whose task calls are saved with the thread.
 
 from tinyagents.graph.agent_node import AgentNode
 from tinyagents.graph.builder import MAX_NODE_NAME_LENGTH, StateGraph
+from tinyagents.graph.caching import CachePolicy
 from tinyagents.graph.compiled import CompiledGraph
 from tinyagents.graph.context import NodeContext
 from tinyagents.graph.func import Entrypoint, Task, TaskFuture, entrypoint, task
@@ -55,6 +56,7 @@ __all__ = [
     "REMOVE_ALL_MESSAGES",
     "START",
     "AgentNode",
+    "CachePolicy",
     "CheckpointInfo",
     "Command",
     "CompiledGraph",

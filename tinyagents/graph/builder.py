@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from tinyagents.errors import GraphValidationError, kind_of
 from tinyagents.graph import mermaid
 from tinyagents.graph.agent_node import AgentNode
+from tinyagents.graph.caching import CachePolicy, bind_cache, check_cache, check_policy
 from tinyagents.graph.compiled import CompiledGraph
 from tinyagents.graph.core import Branch, NodeSpec, breakpoint_nodes, recursion_limit_problem
 from tinyagents.graph.state import StateSchema, read_schema
@@ -23,6 +24,7 @@ from tinyagents.graph.types import END, START, Command, RetryPolicy, WrongKindEr
 from tinyagents.graph.validation import validate
 from tinyagents.harness.agent import Agent
 from tinyagents.protocol.ids import MAX_ID_LENGTH, id_problem, shown_id
+from tinyagents.store.cache.base import BaseCache
 from tinyagents.store.checkpoint.base import Checkpointer
 
 #: The characters a namespace is built with (``"node:task_id"`` segments, ``|``-joined): no
@@ -152,6 +154,7 @@ class StateGraph:
         defer: bool = False,
         input_schema: Any = None,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
+        cache_policy: CachePolicy | None = None,
     ) -> StateGraph:
         """Add a node; ``action`` is a function, a compiled graph or an ``Agent``.
 
@@ -164,6 +167,9 @@ class StateGraph:
         join the graph's channels, as LangGraph's ``add_node(..., input_schema=...)``.
         ``retry_policy`` is LangGraph's name for ``retry``: one policy, or a list of them, of
         which the first whose ``retry_on`` takes an error decides (attempts count across them).
+        ``cache_policy``: a ``CachePolicy``; in a graph compiled with ``cache=...`` a task
+        whose input makes a key the node's cache holds reuses those writes instead of running
+        (see ``graph/caching.py``).
         """
         if action is None:
             if not (callable(name) or isinstance(name, CompiledGraph)):
@@ -219,6 +225,7 @@ class StateGraph:
             supervises=_names(supervises, f"node {name!r}: supervises"),
             metadata=dict(metadata or {}),
             defer=defer,
+            cache_policy=check_policy(cache_policy, f"node {name!r}"),
         )
         if isinstance(action, CompiledGraph):
             action = action._as_node()  # an @entrypoint is called by a function node
@@ -406,6 +413,7 @@ class StateGraph:
         interrupt_after: Sequence[str] | str | None = (),
         supervisor: Any = None,
         step_timeout: float | None = None,
+        cache: BaseCache | None = None,
     ) -> CompiledGraph:
         """Validate the graph (networkx) and return a runnable ``CompiledGraph``.
 
@@ -432,10 +440,15 @@ class StateGraph:
         agent nodes, in sub-graphs too, and their sub-agents) when it runs in a ``Runtime``;
         an agent's own spec wins for its runs. Each agent node whose ``aborted`` outcome the
         graph does not route is logged as a warning (``validate_graph`` lists them); route it
-        with ``AgentNode(..., on_aborted=...)``."""
+        with ``AgentNode(..., on_aborted=...)``.
+
+        ``cache``: a ``BaseCache`` (``tinyagents.store.cache``: ``InMemoryCache``,
+        ``SqliteCache``) where the nodes added with a ``cache_policy`` keep their writes;
+        ``clear_cache`` empties it."""
         self._check_routing_agents()
         self._check_agent_keys()
         _check_checkpointer(checkpointer)
+        check_cache(cache, "compile")
         if name is not None and not isinstance(name, str):
             raise GraphValidationError(f"compile(name=...) is text, got {type(name).__name__}")
         validate(self)
@@ -468,6 +481,7 @@ class StateGraph:
             interrupt_after=after,
             step_timeout=step_timeout,
         )
+        bind_cache(graph, cache)
         if check_graph is not None:
             graph.supervisor = supervisor
             check_graph(graph)

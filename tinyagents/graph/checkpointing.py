@@ -486,8 +486,7 @@ async def load_records(
                         f"task {w.task_id} of its pending step wrote it, and the state of "
                         f"graph {graph.name!r} has no such field ({', '.join(channels)})",
                     )
-            rec.writes = [(k, _decode_write(channels[k], v)) for k, v in pairs]
-            rec.goto = decode_goto(w.value["goto"], graph)
+            rec.writes, rec.goto = decode_result(graph, w.value)
             skipped = w.value.get("skipped")
             rec.skipped = bool(skipped)
             rec.skipped_by = skipped if isinstance(skipped, str) else None
@@ -505,6 +504,16 @@ async def load_records(
         for iid in rec.withdrawn | rec.dropped:  # (whichever of the two writes came first)
             rec.resume.pop(iid, None)
     return records
+
+
+def decode_result(
+    graph: GraphCodec, value: dict[str, Any]
+) -> tuple[list[tuple[str, Any]], list[str | Send]]:
+    """The writes and goto a ``result_write`` value holds (its keys are the graph's
+    channels: the caller checks), back in Python (a pending write's, a cached node's)."""
+    channels = graph.schema.channels
+    writes = [(k, _decode_write(channels[k], v)) for k, v in value["writes"]]
+    return writes, decode_goto(value["goto"], graph)
 
 
 def schema_changed(thread_id: str, checkpoint_id: str | None, key: str, what: str) -> StoreError:

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tinyagents.errors import ConfigurationError, GraphError, SyncInAsyncError
-from tinyagents.graph import calls, mermaid, threads
+from tinyagents.graph import caching, calls, mermaid, threads
 from tinyagents.graph._context import (
     enclosing_scope,
     reset_scope,
@@ -357,6 +357,24 @@ class CompiledGraph(GraphCore):
                 interrupt_after=interrupt_after,
             )
         )
+
+    # -- cache -----------------------------------------------------------------------------
+
+    async def aclear_cache(self, nodes: Sequence[str] | None = None) -> None:
+        """Drop what the cache (``compile(cache=...)``) holds for ``nodes`` (None: every
+        node), as LangGraph's ``aclear_cache``: their next tasks run again. A graph without
+        a cache, or a name that is no node, is a ``GraphValidationError``, clearing nothing."""
+        found = caching.namespaces(self, nodes)
+        assert self.cache is not None
+        await self.cache.clear(found)
+
+    def clear_cache(self, nodes: Sequence[str] | None = None) -> None:
+        """``aclear_cache`` for code without an event loop (LangGraph's sync ``clear_cache``);
+        inside one, ``SyncInAsyncError``: ``await graph.aclear_cache()`` there."""
+        found = caching.namespaces(self, nodes)  # (a bad call fails before any loop check)
+        SyncInAsyncError.refuse_inside_a_loop(f"graph {self.name!r}", "await graph.aclear_cache()")
+        assert self.cache is not None
+        run_blocking(self.cache.clear(found))
 
     # -- threads ---------------------------------------------------------------------------
 

@@ -47,6 +47,8 @@ from tinyagents.graph.types import END, START, RetryPolicy, Send, node_name
 from tinyagents.store.checkpoint.base import WriteRecord
 
 if TYPE_CHECKING:
+    from tinyagents.graph.caching import CachedNode, CachePolicy
+    from tinyagents.store.cache.base import BaseCache
     from tinyagents.store.checkpoint.base import Checkpointer
 
 _INTERRUPT_ID = re.compile(r"i-[0-9a-f]{16}")
@@ -101,6 +103,10 @@ class NodeSpec(Record):
     #: ``add_node(..., input_schema=...)``: the node sees these keys only
     input: StateSchema | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: ``add_node(..., cache_policy=...)``; ``cache``: bound to the graph's cache at
+    #: ``compile(cache=...)`` (``graph/caching.py``), None without one
+    cache_policy: CachePolicy | None = None
+    cache: CachedNode | None = None
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
@@ -190,6 +196,8 @@ class GraphCore:
     #: Whether its runs are calls of an entrypoint's ``@task`` (``graph/func.py``): a stream
     #: shows them as tasks of the entrypoint, with no state of their own.
     task_call: bool = False
+    #: ``compile(cache=...)``: where its nodes with a ``cache_policy`` keep their writes
+    cache: BaseCache | None = None
 
     def shown_state(self, values: dict[str, Any]) -> Any:
         """What a run's result (``GraphResult.state``, a started run's ``RunResult.output``)

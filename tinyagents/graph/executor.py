@@ -71,6 +71,7 @@ from tinyagents.graph.tasks import (
 from tinyagents.graph.types import UNSET, Command, GraphResult, GraphStatus
 
 if TYPE_CHECKING:
+    from tinyagents.graph.caching import CachedNode
     from tinyagents.graph.core import GraphCore, NodeSpec
     from tinyagents.runs.handle import RunHandle
     from tinyagents.runs.host import RunHost
@@ -792,9 +793,14 @@ class GraphRun:
 
     async def _attempt(self, task: Task, save_result: bool) -> bool:
         """Run ``task``'s node and keep what it did; True if it was left behind meanwhile."""
+        cached = task.spec.cache  # (a cache_policy, in a graph with a cache)
+        hit = False
         try:
             try:
-                await call_node(self, task)
+                if cached is None:
+                    await call_node(self, task)
+                else:
+                    hit = await self._call_cached(task, cached)
             except asyncio.CancelledError as exc:
                 running = asyncio.current_task()
                 if running is None or running.cancelling():
@@ -848,9 +854,13 @@ class GraphRun:
                 await self._save_error(task, exc)
                 raise _TaskFailed(task.index, exc) from exc
         stream = self.stream
-        if stream is not None:  # as the node returns, as LangGraph's: not once it is saved
-            stream.wrote(self, task)
-            self._end(stream, task)
+        if stream is not None:
+            if hit:  # as LangGraph's: its update marked cached, and no end of a task that ran
+                stream.cached(self, task)
+                self._ended.add(task.id)
+            else:  # as the node returns, as LangGraph's: not once it is saved
+                stream.wrote(self, task)
+                self._end(stream, task)
         if record is not None:
             # (cut short, the result could land in the store but not in this run's state, or
             # not at all and the node would run again)
@@ -861,6 +871,16 @@ class GraphRun:
                 if not saving.done() or saving.cancelled() or saving.exception() is not None:
                     task.writes = None  # not saved: it runs again on resume
                 raise
+        return False
+
+    async def _call_cached(self, task: Task, cached: CachedNode) -> bool:
+        """Give ``task`` the writes its node's cache holds for its input (True), or run the
+        node and cache what it returned (False); a node that fails or pauses is not cached."""
+        key = cached.key_of(self, task)
+        if await cached.reuse(self.graph, task, key):
+            return True
+        await call_node(self, task)
+        await cached.keep(self.graph, task, key)
         return False
 
     def _put_write(self, write: Any) -> asyncio.Future[None]:

@@ -24,6 +24,7 @@ import concurrent.futures
 import functools
 import inspect
 import typing
+import weakref
 from collections.abc import Callable, Generator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
 from pydantic import TypeAdapter
 
 from tinyagents._threads import in_own_thread
-from tinyagents.errors import GraphError, SyncInAsyncError
+from tinyagents.errors import GraphError, GraphValidationError, SyncInAsyncError
 from tinyagents.graph import calls
 from tinyagents.graph._context import (
     NodeInterrupt,
@@ -43,6 +44,13 @@ from tinyagents.graph._context import (
     run_blocking,
 )
 from tinyagents.graph.builder import CONTEXT_PARAMS, StateGraph
+from tinyagents.graph.caching import (
+    CachePolicy,
+    bind_task,
+    check_cache,
+    check_policy,
+    task_namespace,
+)
 from tinyagents.graph.compiled import CompiledGraph
 from tinyagents.graph.context import NodeContext
 from tinyagents.graph.func_stream import TASK_ARGS, EntryStream
@@ -54,6 +62,7 @@ from tinyagents.graph.types import (
     StateSnapshot,
     StateUpdate,
 )
+from tinyagents.store.cache.base import BaseCache
 from tinyagents.store.checkpoint.base import Checkpointer
 
 if TYPE_CHECKING:
@@ -248,11 +257,17 @@ class Task(Generic[T]):
         *,
         name: str | None = None,
         retry: RetryPolicy | Sequence[RetryPolicy] | None = None,
+        cache_policy: CachePolicy | None = None,
     ) -> None:
         if not callable(func):
             raise TypeError(f"@task decorates a function, got {type(func).__name__}")
         self.func = func
         self.name: str = name or _name_of(func)
+        self.cache_policy = check_policy(cache_policy, f"task {self.name!r}")
+        #: its graph bound to the cache of each graph that called it (``_graph_for``)
+        self._cached: weakref.WeakKeyDictionary[BaseCache, CompiledGraph] = (
+            weakref.WeakKeyDictionary()
+        )
         functools.update_wrapper(self, func)
         context = _context_names(func, skip_first=False)
         if _is_async(func):
@@ -286,10 +301,42 @@ class Task(Generic[T]):
         # a saved result is read back as the return annotation's type
         returns = _hints(func).get("return", Any)
         state = _typed_state(_TaskState, "_TaskState", {"output": returns})
-        builder = _TaskBuilder(state).add_node(self.name, node, retry_policy=retry)
-        self.graph = (
-            builder.add_edge(START, self.name).add_edge(self.name, END).compile(name=self.name)
+        builder = _TaskBuilder(state).add_node(
+            self.name, node, retry_policy=retry, cache_policy=self.cache_policy
         )
+        self._builder = builder.add_edge(START, self.name).add_edge(self.name, END)
+        self.graph = self._builder.compile(name=self.name)
+
+    def _graph_for(self, scope: Any) -> CompiledGraph:
+        """Its graph, bound to the cache of the graph whose node calls it when it has a
+        ``cache_policy`` and that graph a cache (``@entrypoint(cache=...)``), as LangGraph's
+        task uses its caller's cache."""
+        run = getattr(scope, "run", None)
+        cache = None if run is None or self.cache_policy is None else run.graph.cache
+        if cache is None:
+            return self.graph
+        graph = self._cached.get(cache)
+        if graph is None:
+            graph = self._builder.compile(name=self.name)
+            bind_task(graph, cache, self.func, TASK_ARGS.get)
+            self._cached[cache] = graph
+        return graph
+
+    async def aclear_cache(self, cache: BaseCache) -> None:
+        """Drop what ``cache`` holds for this task (LangGraph's ``Task.aclear_cache``)."""
+        found = check_cache(cache, f"task {self.name!r}: aclear_cache")
+        if found is None:
+            raise GraphValidationError(
+                f"task {self.name!r}: aclear_cache takes the cache to clear "
+                "(the entrypoint's cache=...), got None"
+            )
+        if self.cache_policy is not None:
+            await found.clear([task_namespace(self.func)])
+
+    def clear_cache(self, cache: BaseCache) -> None:
+        """``aclear_cache`` for code without an event loop (LangGraph's ``clear_cache``)."""
+        SyncInAsyncError.refuse_inside_a_loop(f"task {self.name!r}", "await task.aclear_cache(...)")
+        run_blocking(self.aclear_cache(cache))
 
     def __call__(self, *args: Any, **kwargs: Any) -> TaskFuture[T]:
         scope = enclosing_scope()
@@ -332,7 +379,7 @@ class Task(Generic[T]):
 
     async def _call(self, scope: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
         TASK_ARGS.set((args, kwargs))  # this asyncio task's own context
-        result = await calls.run(self.graph, scope, {}, None)
+        result = await calls.run(self._graph_for(scope), scope, {}, None)
         out: T = result.state["output"]
         return out
 
@@ -354,12 +401,16 @@ def task(
     *,
     name: str | None = None,
     retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
+    cache_policy: CachePolicy | None = None,
 ) -> Any:
     """Make ``func`` (sync or async) a task (LangGraph's ``@task``): ``@task`` or
-    ``@task(name=..., retry_policy=RetryPolicy(...))``. See ``Task``."""
+    ``@task(name=..., retry_policy=RetryPolicy(...), cache_policy=CachePolicy(...))``. With a
+    ``cache_policy``, a call inside an ``@entrypoint(cache=...)`` (or a node of a graph
+    compiled with ``cache=``) whose arguments make a key the cache holds returns that result
+    without running. See ``Task``."""
     if func is None:
-        return lambda f: Task(f, name=name, retry=retry_policy)
-    return Task(func, name=name, retry=retry_policy)
+        return lambda f: Task(f, name=name, retry=retry_policy, cache_policy=cache_policy)
+    return Task(func, name=name, retry=retry_policy, cache_policy=cache_policy)
 
 
 class Entrypoint(CompiledGraph):
@@ -537,10 +588,13 @@ class entrypoint:
         *,
         name: str | None = None,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
+        cache: BaseCache | None = None,
     ) -> None:
         self.checkpointer = checkpointer
         self.name = name
         self.retry_policy = retry_policy
+        #: where its ``@task(cache_policy=...)`` calls keep their results
+        self.cache = check_cache(cache, "entrypoint")
 
     def __call__(self, func: Callable[..., Any]) -> Entrypoint:
         if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
@@ -601,7 +655,9 @@ class entrypoint:
         state = _typed_state(_EntryState, "_EntryState", types)
         builder = _EntryBuilder(state).add_node(node_name, node, retry_policy=self.retry_policy)
         builder.add_edge(START, node_name).add_edge(node_name, END)
-        made = builder.compile(checkpointer=self.checkpointer, name=self.name or node_name)
+        made = builder.compile(
+            checkpointer=self.checkpointer, name=self.name or node_name, cache=self.cache
+        )
         assert isinstance(made, Entrypoint)
         return made
 

@@ -1,0 +1,299 @@
+"""Node caching (``graph/caching.py``, ``tinyagents.store.cache``): what LangGraph's ports
+(``test_langgraph_ports_cache.py``) do not show: bad input, ttl expiry on the injectable
+clock, a hit in a checkpointed thread, retries, and a SQLite cache file reopened by a second
+graph and by a second process."""
+
+from __future__ import annotations
+
+import json
+import operator
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+
+from tinyagents import _clock
+from tinyagents.errors import (
+    ArgumentError,
+    GraphValidationError,
+    InvalidUpdateError,
+    StoreError,
+    SyncInAsyncError,
+)
+from tinyagents.graph import START, CachePolicy, RetryPolicy, StateGraph, entrypoint, task
+from tinyagents.store.cache import BaseCache, InMemoryCache, SqliteCache
+from tinyagents.store.checkpoint import MemoryCheckpointer
+from tinyagents.testkit import FakeClock
+
+
+class S(TypedDict, total=False):
+    x: int
+    log: Annotated[list[str], operator.add]
+    obj: Any
+
+
+def counted(calls: list[int], **policy: Any) -> StateGraph:
+    """START → a (cached): logs ``a<x>``, and notes each call in ``calls``."""
+
+    def a(state: Any) -> dict[str, Any]:
+        calls.append(state["x"])
+        return {"log": [f"a{state['x']}"]}
+
+    return StateGraph(S).add_node("a", a, cache_policy=CachePolicy(**policy)).add_edge(START, "a")
+
+
+# -- bad input ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ttl", [-1, 0, float("nan"), float("inf"), "10", True])
+def test_a_bad_ttl_is_an_argument_error(ttl: Any) -> None:
+    with pytest.raises(ArgumentError, match="ttl"):
+        CachePolicy(ttl=ttl)
+
+
+def test_a_key_func_that_is_no_function_is_an_argument_error() -> None:
+    with pytest.raises(ArgumentError, match="key_func"):
+        CachePolicy(key_func="state")  # type: ignore[arg-type]
+
+
+def test_a_cache_policy_that_is_none_and_a_cache_of_the_wrong_type_are_refused() -> None:
+    with pytest.raises(GraphValidationError, match="CachePolicy"):
+        StateGraph(S).add_node("a", lambda s: None, cache_policy={"ttl": 3})  # type: ignore[arg-type]
+    with pytest.raises(GraphValidationError, match="BaseCache"):
+        counted([]).compile(cache={})  # type: ignore[arg-type]
+    with pytest.raises(GraphValidationError, match="BaseCache"):
+        entrypoint(cache="memory")  # type: ignore[arg-type]
+    with pytest.raises(GraphValidationError, match="CachePolicy"):
+        task(cache_policy=60)(lambda x: x)
+
+
+async def test_clear_cache_without_a_cache_or_of_an_unknown_node_clears_nothing() -> None:
+    calls: list[int] = []
+    with pytest.raises(GraphValidationError, match="no cache"):
+        await counted(calls).compile().aclear_cache()
+    graph = counted(calls).compile(cache=InMemoryCache())
+    await graph.run({"x": 1})
+    with pytest.raises(GraphValidationError, match="no node") as caught:
+        await graph.aclear_cache(["a", "nope"])
+    assert caught.value.nodes == ["nope"]
+    await graph.run({"x": 1})
+    assert calls == [1]  # "a" was not cleared either
+
+
+async def test_sync_clear_cache_inside_an_event_loop_is_refused() -> None:
+    graph = counted([]).compile(cache=InMemoryCache())
+    with pytest.raises(SyncInAsyncError):
+        graph.clear_cache()
+
+
+async def test_a_key_func_returning_no_text_fails_the_node() -> None:
+    calls: list[int] = []
+    graph = counted(calls, key_func=lambda state: state["x"]).compile(cache=InMemoryCache())
+    result = await graph.run({"x": 1})
+    assert result.status == "failed"
+    assert isinstance(result.error, ArgumentError)
+    assert "key_func returned int" in str(result.error)
+    assert calls == []
+
+
+async def test_a_result_no_cache_can_hold_fails_the_node_and_stores_nothing() -> None:
+    cache = InMemoryCache()
+
+    def a(state: Any) -> dict[str, Any]:
+        return {"obj": object()}
+
+    graph = StateGraph(S).add_node("a", a, cache_policy=CachePolicy()).add_edge(START, "a")
+    result = await graph.compile(cache=cache).run({"x": 1})
+    assert result.status == "failed"
+    assert isinstance(result.error, InvalidUpdateError)
+    assert "cannot be cached" in str(result.error)
+    assert cache._entries == {}
+
+
+async def test_cache_keys_and_namespaces_are_checked() -> None:
+    cache = InMemoryCache()
+    with pytest.raises(ArgumentError):
+        await cache.get([("ns", "k")])  # type: ignore[list-item]
+    with pytest.raises(ArgumentError):
+        await cache.set({(("ns",), "k"): (1, -5)})
+    with pytest.raises(ArgumentError):
+        await cache.clear(["ns"])  # type: ignore[list-item]
+    with pytest.raises(StoreError):
+        SqliteCache(42)  # type: ignore[arg-type]
+
+
+# -- semantics ---------------------------------------------------------------------------
+
+
+async def test_an_entry_expires_after_its_ttl() -> None:
+    clock = FakeClock()
+    calls: list[int] = []
+    graph = counted(calls, ttl=10).compile(cache=InMemoryCache())
+    with _clock.use_clock(clock):
+        await graph.run({"x": 1})
+        clock.advance(9)
+        await graph.run({"x": 1})
+        assert calls == [1]
+        clock.advance(1)
+        await graph.run({"x": 1})
+        assert calls == [1, 1]
+
+
+async def test_a_hit_in_a_checkpointed_thread_is_saved_as_the_node_result() -> None:
+    calls: list[int] = []
+    graph = counted(calls).compile(checkpointer=MemoryCheckpointer(), cache=InMemoryCache())
+    await graph.run({"x": 1}, thread_id="t1")
+    await graph.run({"x": 1}, thread_id="t2")
+    assert calls == [1]
+    state = await graph.get_state("t2")
+    assert state.values == {"x": 1, "log": ["a1"]}
+    # the thread goes on from there: a new input adds to its log, a new key runs the node
+    await graph.run({"x": 2}, thread_id="t2")
+    assert (await graph.get_state("t2")).values["log"] == ["a1", "a2"]
+    assert calls == [1, 2]
+
+
+async def test_a_retried_node_is_cached_once_it_succeeds() -> None:
+    attempts: list[int] = []
+
+    def flaky(state: Any) -> dict[str, Any]:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise ConnectionError("once")
+        return {"log": ["ok"]}
+
+    graph = (
+        StateGraph(S)
+        .add_node(
+            "flaky",
+            flaky,
+            retry=RetryPolicy(max_attempts=2, initial_interval=0.0, jitter=False),
+            cache_policy=CachePolicy(),
+        )
+        .add_edge(START, "flaky")
+        .compile(cache=InMemoryCache())
+    )
+    assert (await graph.run({"x": 1})).state["log"] == ["ok"]
+    assert (await graph.run({"x": 1})).state["log"] == ["ok"]
+    assert len(attempts) == 2
+
+
+async def test_a_task_in_a_graph_node_uses_that_graph_cache() -> None:
+    calls: list[int] = []
+
+    @task(cache_policy=CachePolicy())
+    async def double(v: int) -> int:
+        calls.append(v)
+        return v * 2
+
+    async def node(state: Any) -> dict[str, Any]:
+        return {"log": [str(await double(state["x"]))]}
+
+    cache = InMemoryCache()
+    graph = StateGraph(S).add_node("n", node).add_edge(START, "n").compile(cache=cache)
+    for _ in range(2):
+        assert (await graph.run({"x": 3})).state["log"] == ["6"]
+    assert calls == [3]
+    await double.aclear_cache(cache)
+    await graph.run({"x": 3})
+    assert calls == [3, 3]
+
+
+# -- the SQLite file ---------------------------------------------------------------------
+
+
+async def test_a_sqlite_cache_file_serves_a_second_graph_that_reopens_it(tmp_path: Path) -> None:
+    path = tmp_path / "cache.db"
+    first_calls: list[int] = []
+    async with SqliteCache(path) as cache:
+        await counted(first_calls, ttl=60).compile(cache=cache).run({"x": 1})
+    assert first_calls == [1]
+
+    second_calls: list[int] = []
+    async with SqliteCache(path) as cache:
+        second = counted(second_calls, ttl=60).compile(cache=cache)
+        assert (await second.run({"x": 1})).state == {"x": 1, "log": ["a1"]}
+        assert second_calls == []  # the first graph's entry
+        await second.aclear_cache(["a"])
+        await second.run({"x": 1})
+        assert second_calls == [1]
+
+
+_PROCESS = """
+import asyncio, json, sys
+from tinyagents.graph import START, CachePolicy, StateGraph
+from tinyagents.store.cache import SqliteCache
+from typing import TypedDict
+
+class S(TypedDict, total=False):
+    x: int
+    y: int
+
+calls = []
+
+def a(state):
+    calls.append(1)
+    return {"y": state["x"] * 10}
+
+async def main():
+    async with SqliteCache(sys.argv[1]) as cache:
+        graph = StateGraph(S).add_node("a", a, cache_policy=CachePolicy())
+        result = await graph.add_edge(START, "a").compile(cache=cache).run({"x": 4})
+    print(json.dumps({"state": result.state, "calls": len(calls)}))
+
+asyncio.run(main())
+"""
+
+
+def test_a_sqlite_cache_file_serves_another_process(tmp_path: Path) -> None:
+    script = tmp_path / "worker.py"
+    script.write_text(textwrap.dedent(_PROCESS))
+    path = str(tmp_path / "shared.db")
+    runs = [
+        json.loads(
+            subprocess.run(
+                [sys.executable, str(script), path],
+                check=True,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            ).stdout
+        )
+        for _ in range(2)
+    ]
+    assert runs == [
+        {"state": {"x": 4, "y": 40}, "calls": 1},
+        {"state": {"x": 4, "y": 40}, "calls": 0},
+    ]
+
+
+async def test_a_file_that_is_no_database_is_a_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "not.db"
+    path.write_bytes(b"this is no SQLite file, not at all" * 100)
+    cache = SqliteCache(path)
+    with pytest.raises(StoreError, match="cannot open SQLite cache"):
+        await cache.get([(("ns",), "k")])
+    assert path.read_bytes().startswith(b"this is no SQLite file")
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_both_caches_keep_namespaces_apart_and_hand_out_copies(
+    kind: str, tmp_path: Path
+) -> None:
+    cache: BaseCache = InMemoryCache() if kind == "memory" else SqliteCache(tmp_path / "c.db")
+    async with cache:
+        value = {"writes": [["log", ["a"]]]}
+        await cache.set({(("w", "f", "a"), "k"): (value, None), (("w", "f", "b"), "k"): (2, 5)})
+        got = await cache.get([(("w", "f", "a"), "k"), (("w", "f", "b"), "k")])
+        assert got == {(("w", "f", "a"), "k"): value, (("w", "f", "b"), "k"): 2}
+        got[(("w", "f", "a"), "k")]["writes"].clear()
+        assert (await cache.get([(("w", "f", "a"), "k")]))[(("w", "f", "a"), "k")] == value
+        await cache.clear([("w", "f", "a")])
+        assert await cache.get([(("w", "f", "a"), "k"), (("w", "f", "b"), "k")]) == {
+            (("w", "f", "b"), "k"): 2
+        }
+        await cache.clear()
+        assert await cache.get([(("w", "f", "b"), "k")]) == {}
