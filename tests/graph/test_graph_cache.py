@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tinyagents import _clock
 from tinyagents.errors import (
@@ -24,6 +26,7 @@ from tinyagents.errors import (
     SyncInAsyncError,
 )
 from tinyagents.graph import START, CachePolicy, RetryPolicy, StateGraph, entrypoint, task
+from tinyagents.graph.caching import default_cache_key
 from tinyagents.store.cache import BaseCache, InMemoryCache, SqliteCache
 from tinyagents.store.checkpoint import MemoryCheckpointer
 from tinyagents.testkit import FakeClock
@@ -297,3 +300,27 @@ async def test_both_caches_keep_namespaces_apart_and_hand_out_copies(
         }
         await cache.clear()
         assert await cache.get([(("w", "f", "b"), "k")]) == {}
+
+
+# -- the default key ---------------------------------------------------------------------
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@given(st.dictionaries(st.text(max_size=4), _values, max_size=5))
+def test_the_default_key_of_a_mapping_does_not_depend_on_its_order(state: dict[str, Any]) -> None:
+    reordered = dict(reversed(list(state.items())))
+    assert default_cache_key(state) == default_cache_key(reordered)
+
+
+@given(st.dictionaries(st.text(max_size=4), _values, min_size=1, max_size=5), st.data())
+def test_the_default_key_tells_a_changed_value_apart(state: dict[str, Any], data: Any) -> None:
+    key = data.draw(st.sampled_from(sorted(state)))
+    changed = {**state, key: ["changed", state[key]]}
+    assert default_cache_key(state) != default_cache_key(changed)

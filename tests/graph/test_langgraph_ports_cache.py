@@ -12,7 +12,8 @@
 
 Beyond them, compared the same way: what the ``tasks`` stream shows of a hit (its start,
 no result), a ``Send`` task's key (its argument), a hit's ``Command(goto=...)``, a node that
-paused or failed (never cached), ``CachePolicy(key_func=...)`` and per-node ``clear_cache``.
+paused or failed (never cached), ``CachePolicy(key_func=...)``, per-node ``clear_cache``, and
+a cached ``@task`` call in an entrypoint's ``updates`` stream.
 """
 
 from __future__ import annotations
@@ -402,3 +403,28 @@ async def test_failed_and_paused_nodes_are_not_cached() -> None:
     assert result.status == "completed"
     assert result.state == expected == {"x": 1, "path": ["yes"]}
     assert ours_calls == theirs_calls == ["ask", "ask", "ask"]
+
+
+async def test_a_cached_task_call_in_an_entrypoint_stream() -> None:
+    """A ``@task`` call that hits the entrypoint's cache is streamed as the task's update,
+    marked cached."""
+
+    def workflow(g: Any, cp: Any, cache: Any) -> Any:
+        func = func_of(g)
+
+        @func.task(cache_policy=policy(g))
+        def double(x: int) -> int:
+            return 2 * x
+
+        @func.entrypoint(checkpointer=cp, cache=cache)
+        def wf(n: int) -> int:
+            return double(n).result() + 1
+
+        return wf
+
+    ours = workflow(OURS, MemoryCheckpointer(), InMemoryCache())
+    theirs = workflow(THEIRS, lg_memory.InMemorySaver(), lg_cache_memory.InMemoryCache())
+    for thread in ("1", "2"):
+        expected = [c async for c in theirs.astream(3, cfg(thread), stream_mode="updates")]
+        assert [c async for c in ours.stream(3, thread_id=thread, mode="updates")] == expected
+    assert expected == [{"double": 6, "__metadata__": {"cached": True}}, {"wf": 7}]
