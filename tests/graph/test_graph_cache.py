@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tinyagents import _clock
+from tinyagents import Runtime, _clock
 from tinyagents.errors import (
     ArgumentError,
     GraphValidationError,
@@ -203,6 +203,18 @@ async def test_a_task_in_a_graph_node_uses_that_graph_cache() -> None:
     await double.aclear_cache(cache)
     await graph.run({"x": 3})
     assert calls == [3, 3]
+
+
+async def test_a_graph_run_in_a_runtime_reuses_the_cache(rt: Runtime) -> None:
+    """A runtime-managed run (its tasks in the run tree) takes a hit as a plain run does."""
+    calls: list[int] = []
+    graph = counted(calls).compile(checkpointer=MemoryCheckpointer(), cache=InMemoryCache())
+    for thread in ("t1", "t2"):
+        handle = await rt.start_graph(graph, {"x": 5}, thread_id=thread)
+        result = await handle.result()
+        assert result.status == "completed"
+        assert result.output == {"x": 5, "log": ["a5"]}
+    assert calls == [5]
 
 
 # -- the SQLite file ---------------------------------------------------------------------
