@@ -217,6 +217,30 @@ async def test_a_graph_run_in_a_runtime_reuses_the_cache(rt: Runtime) -> None:
     assert calls == [5]
 
 
+def test_a_task_cache_is_cleared_without_an_event_loop() -> None:
+    """``Task.clear_cache(cache)``, LangGraph's sync form, with ``invoke``."""
+    calls: list[int] = []
+    cache = InMemoryCache()
+
+    @task(cache_policy=CachePolicy())
+    def double(v: int) -> int:
+        calls.append(v)
+        return v * 2
+
+    @entrypoint(checkpointer=MemoryCheckpointer(), cache=cache)
+    def flow(v: int) -> int:
+        return double(v).result()
+
+    for thread in ("1", "2"):
+        assert flow.invoke(2, {"configurable": {"thread_id": thread}}) == 4
+    assert calls == [2]
+    double.clear_cache(cache)
+    assert flow.invoke(2, {"configurable": {"thread_id": "3"}}) == 4
+    assert calls == [2, 2]
+    with pytest.raises(GraphValidationError, match="takes the cache"):
+        double.clear_cache(None)  # type: ignore[arg-type]
+
+
 # -- the SQLite file ---------------------------------------------------------------------
 
 

@@ -318,15 +318,16 @@ def send_graph(g: Any, calls: list[int]) -> Any:
     return graph.add_conditional_edges(g.START, fan, ["square"])
 
 
-async def test_send_tasks_are_keyed_by_their_argument() -> None:
+async def test_send_tasks_are_keyed_by_their_argument(caches: tuple[Any, Any]) -> None:
+    """(Parallel tasks of one step store and read side by side: over both caches.)"""
     ours_calls: list[int] = []
     theirs_calls: list[int] = []
-    ours = send_graph(OURS, ours_calls).compile(cache=InMemoryCache())
-    theirs = send_graph(THEIRS, theirs_calls).compile(cache=lg_cache_memory.InMemoryCache())
-    for items in ([1, 2], [2, 3]):
+    ours = send_graph(OURS, ours_calls).compile(cache=caches[0])
+    theirs = send_graph(THEIRS, theirs_calls).compile(cache=caches[1])
+    for items in ([1, 2, 4, 5], [2, 3, 5, 6]):
         assert (await ours.run({"items": items})).state == await theirs.ainvoke({"items": items})
         assert sorted(ours_calls) == sorted(theirs_calls)
-    assert sorted(ours_calls) == [1, 2, 3]
+    assert sorted(ours_calls) == [1, 2, 3, 4, 5, 6]
 
 
 class Route(TypedDict, total=False):
