@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import operator
+import os
 import subprocess
 import sys
 import textwrap
@@ -360,3 +361,24 @@ def test_the_default_key_tells_a_changed_value_apart(state: dict[str, Any], data
     key = data.draw(st.sampled_from(sorted(state)))
     changed = {**state, key: ["changed", state[key]]}
     assert default_cache_key(state) != default_cache_key(changed)
+
+
+def test_the_default_key_of_a_set_is_the_same_in_every_process() -> None:
+    """A set's order follows the hash seed: the key of a state holding one must not, or a
+    SQLite cache read by another process would miss."""
+    code = (
+        "from tinyagents.graph.caching import default_cache_key; "
+        "print(default_cache_key({'tags': {'alpha', 'beta', 'gamma', 'delta', 'eps'}}).hex())"
+    )
+    keys = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
+        for seed in ("1", "2", "3")
+    }
+    assert len(keys) == 1

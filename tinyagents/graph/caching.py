@@ -57,7 +57,8 @@ WRITES_NS = "writes"
 def _freeze(obj: Any, depth: int = 10) -> Any:
     """``obj`` made comparable for pickling as LangGraph's ``_freeze``: a mapping as its
     sorted items (``{"a": 1, "b": 2}`` and ``{"b": 2, "a": 1}`` give one key), a list as a
-    tuple."""
+    tuple, a set as its sorted items (LangGraph's pickles it as it is: its order, and so the
+    key, changes with the process's hash seed)."""
     if depth <= 0 or isinstance(obj, (str, bytes)):
         return obj
     if isinstance(obj, Mapping):
@@ -65,6 +66,10 @@ def _freeze(obj: Any, depth: int = 10) -> Any:
         return tuple(sorted(items, key=lambda item: repr(item[0])))
     if isinstance(obj, (list, tuple)):
         return tuple(_freeze(x, depth - 1) for x in obj)
+    if isinstance(obj, (set, frozenset)):
+        # sorted: a set's order follows the process's hash seed, and a key read back from a
+        # file in another process must be the same
+        return ("set", tuple(sorted((_freeze(x, depth - 1) for x in obj), key=repr)))
     if isinstance(obj, Hashable):
         return obj
     if hasattr(obj, "tobytes"):  # numpy and the like
