@@ -429,3 +429,40 @@ async def test_a_cached_task_call_in_an_entrypoint_stream() -> None:
         expected = [c async for c in theirs.astream(3, cfg(thread), stream_mode="updates")]
         assert [c async for c in ours.stream(3, thread_id=thread, mode="updates")] == expected
     assert expected == [{"double": 6, "__metadata__": {"cached": True}}, {"wf": 7}]
+
+
+def parent_of_cached_subgraph(g: Any, calls: list[str]) -> Any:
+    """START → sub (a compiled sub-graph, cached) → after: a hit skips the whole sub-graph."""
+
+    def inner(state: Any) -> dict[str, Any]:
+        calls.append("inner")
+        return {"log": [f"inner{state['x']}"]}
+
+    def after(state: Any) -> dict[str, Any]:
+        return {"log": ["after"]}
+
+    sub = g.StateGraph(Log).add_node("inner", inner).add_edge(g.START, "inner").compile()
+    graph = g.StateGraph(Log).add_node("sub", sub, cache_policy=policy(g))
+    return graph.add_node("after", after).add_edge(g.START, "sub").add_edge("sub", "after")
+
+
+async def test_a_cached_sub_graph_node_does_not_run_its_sub_graph() -> None:
+    """The states and calls are compared; the updates only for where the hit is marked (a
+    sub-graph node's update holds the keys it changed here, its whole output in LangGraph's,
+    hit or not)."""
+    ours_calls: list[str] = []
+    theirs_calls: list[str] = []
+    ours = parent_of_cached_subgraph(OURS, ours_calls).compile(
+        checkpointer=MemoryCheckpointer(), cache=InMemoryCache()
+    )
+    theirs = parent_of_cached_subgraph(THEIRS, theirs_calls).compile(
+        checkpointer=lg_memory.InMemorySaver(), cache=lg_cache_memory.InMemoryCache()
+    )
+    for thread in ("1", "2"):
+        expected = [c async for c in theirs.astream({"x": 1}, cfg(thread), stream_mode="updates")]
+        got = [c async for c in ours.stream({"x": 1}, thread_id=thread, mode="updates")]
+        assert [sorted(c) for c in got] == [sorted(c) for c in expected]
+        theirs_state = await theirs.aget_state(cfg(thread))
+        assert (await ours.get_state(thread)).values == theirs_state.values
+    assert got[0]["__metadata__"] == {"cached": True}
+    assert ours_calls == theirs_calls == ["inner"]
