@@ -394,3 +394,28 @@ async def test_a_run_cancelled_mid_stream_closes_its_request_and_leaves_no_task(
     assert server.disconnected == [1]
     left = asyncio.all_tasks() - before - {asyncio.current_task()}
     assert left == set(), left
+
+
+@pytest.mark.parametrize(
+    ("code", "error_type", "requests"),
+    [
+        (502, ModelServerError, 2),
+        ("server_error", ModelServerError, 2),
+        (400, ModelRequestRejected, 1),
+    ],
+)
+async def test_a_200_whose_body_is_an_error_says_so_not_an_http_status(
+    code: int | str, error_type: type[ModelError], requests: int
+) -> None:
+    # OpenRouter answers some failures with a 200 and {"error": {...}}: litellm labels it
+    # with the error's code as an HTTP status ("failed with HTTP 502"), and a word there
+    # ("server_error") was an untyped ModelError, not retried
+    fault = Fault(error_after=0, error=ErrorReply(status=code, message="upstream said no"))  # type: ignore[arg-type]
+    async with OpenAICompatServer([fault, fault]) as server:
+        with pytest.raises(ModelError) as caught:
+            await model_for(server, max_retries=1).request(ask())
+    error = caught.value
+    assert type(error) is error_type, error
+    assert "sent an error in a 200 answer's body" in str(error) and "HTTP" not in str(error)
+    assert "upstream said no" in str(error) and error.status is None
+    assert len(server.requests) == requests

@@ -21,7 +21,8 @@ What is retried, and why:
   its pieces were already handed out. A body that is not server-sent events, or a stream
   without a single choice, is ``not_a_stream``. An error the server sent as an event of its
   stream (``data: {"error": {...}}`` after a 200: OpenAI, vLLM and OpenRouter report a failure
-  while generating so) is typed by the ``code`` it gives: a 4xx other than 429 is not retried.
+  while generating so), or in the body of a 200 (OpenRouter's ``{"error": {...}}``), is typed
+  by the ``code`` it gives: a 4xx other than 429 is not retried.
 """
 
 from __future__ import annotations
@@ -166,6 +167,20 @@ def _stream_error(chain: list[BaseException]) -> dict[str, object] | None:
     return None
 
 
+def _body_error(chain: list[BaseException]) -> dict[str, object] | None:
+    """The ``{"error": ...}`` a server answered with a 200 (OpenRouter does), or None.
+
+    litellm raises it as a bare ``Exception`` whose ``status_code`` is the error's ``code``
+    (422 when it has none) and whose ``message`` is its message; it is then labelled with
+    that status as if the server had answered it."""
+    if any(_is_http_status(link) for link in chain):
+        return None
+    for link in chain:
+        if type(link) is Exception and hasattr(link, "status_code") and hasattr(link, "message"):
+            return {"message": link.message, "code": link.status_code}
+    return None
+
+
 def _event_code(event: dict[str, object]) -> int | None:
     """The HTTP-like status an error event's ``code`` gives (OpenRouter sends a word there)."""
     code = event.get("code")
@@ -175,10 +190,16 @@ def _event_code(event: dict[str, object]) -> int | None:
 
 
 def _streamed_error(
-    event: dict[str, object], *, model: str, api_base: str | None, at: str, tries: str
+    event: dict[str, object],
+    *,
+    model: str,
+    api_base: str | None,
+    at: str,
+    tries: str,
+    said_in: str = "its stream",
 ) -> ModelError:
-    """The error for an error event in a stream, typed by its code; its ``status`` is None
-    (the server answered 200)."""
+    """The error for an error event in a stream (or an error a 200 answered ``said_in`` its
+    body), typed by its code; its ``status`` is None (the server answered 200)."""
     message = event.get("message")
     said = json.dumps(message if isinstance(message, str) else event, ensure_ascii=False)
     about = ", ".join(
@@ -190,7 +211,7 @@ def _streamed_error(
         if part
     )
     text = (
-        f"{at} sent an error in its stream for model {model!r} ({tries}): "
+        f"{at} sent an error in {said_in} for model {model!r} ({tries}): "
         f"{said[:300]}{f' ({about})' if about else ''}"
     )
     code = _event_code(event)
@@ -247,6 +268,15 @@ def classify(
         )
     if (event := _stream_error(chain)) is not None:
         return _streamed_error(event, model=model, api_base=api_base, at=at, tries=tries)
+    if (event := _body_error(chain)) is not None:
+        return _streamed_error(
+            event,
+            model=model,
+            api_base=api_base,
+            at=at,
+            tries=tries,
+            said_in="a 200 answer's body",
+        )
     if status == 408 and any(_is_http_status(link) for link in chain):
         # the server (or a proxy in front of it) answered 408: no timeout of ours ran out
         return ModelTimeoutError(
