@@ -195,6 +195,25 @@ async def test_a_connection_dropped_before_the_finish_reason_still_fails() -> No
     assert result.status is RunStatus.FAILED and "mid-answer" in (result.error or "")
 
 
+async def test_keep_alive_comments_and_crlf_framing_are_read_as_servers_send_them() -> None:
+    # OpenRouter sends ": OPENROUTER PROCESSING" comments while a model thinks; some servers
+    # frame events with CRLF, or name them ("event: message")
+    chunks = [
+        json.dumps({"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m", **c})
+        for c in (choice({"role": "assistant", "content": "hello"}), choice({}, "stop"))
+    ]
+    bodies = [
+        f": OPENROUTER PROCESSING\n\ndata: {chunks[0]}\n\n: ping\n\ndata: {chunks[1]}\n\n",
+        f"data: {chunks[0]}\r\n\r\ndata: {chunks[1]}\r\n\r\n",
+        f"event: message\ndata: {chunks[0]}\n\nevent: message\ndata: {chunks[1]}\n\n",
+    ]
+    script = [Fault(body=b + "data: [DONE]\n\n", content_type="text/event-stream") for b in bodies]
+    async with OpenAICompatServer(script) as server:
+        agent = Agent("a", model_for(server))
+        outputs = [(await agent.run("go")).output for _ in bodies]
+    assert outputs == ["hello"] * 3
+
+
 async def test_a_first_chunk_without_choices_is_skipped_as_azure_sends_it() -> None:
     # Azure OpenAI's first chunk carries prompt_filter_results and no choices
     azure = sse(
