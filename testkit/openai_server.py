@@ -83,8 +83,9 @@ class Fault:
 
     A streamed request (``stream: true``) is answered as a streaming server would: with
     ``empty_choices``, events whose chunks have no choices; with ``stall_after``, the first
-    ``stall_after`` chunks of ``then`` (the role chunk counts), then the wait of ``delay_s``
-    (instead of before answering), then the rest. A client that goes away during a wait ends
+    ``stall_after`` chunks of ``then`` (the role chunk counts, and so do the finish chunk
+    and the usage chunk: a ``stall_after`` past them waits before ``[DONE]``), then the wait
+    of ``delay_s`` (instead of before answering), then the rest. A client that goes away during a wait ends
     it and is noted in ``OpenAICompatServer.disconnected``.
 
     ``cut_after`` answers with the first ``cut_after`` bytes of its body (``body``, or the
@@ -569,14 +570,18 @@ class OpenAICompatServer:
                 "created": _CREATED,
                 "model": body.get("model") or self.model,
             }
-            for sent, (delta, finish_reason) in enumerate(_deltas(response)):
+            chunks = [
+                {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": reason}]}
+                for delta, reason in _deltas(response)
+            ]
+            if (body.get("stream_options") or {}).get("include_usage"):
+                chunks.append({**base, "choices": [], "usage": usage})
+            for sent, chunk in enumerate([*chunks, None]):
                 if stall is not None and sent == stall[0]:
                     if not await self._wait(request, number, stall[1]):
                         return stream
-                choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
-                await _send(stream, {**base, "choices": [choice]})
-            if (body.get("stream_options") or {}).get("include_usage"):
-                await _send(stream, {**base, "choices": [], "usage": usage})
+                if chunk is not None:
+                    await _send(stream, chunk)
             await stream.write(b"data: [DONE]\n\n")
             await stream.write_eof()
         except ConnectionResetError:

@@ -185,6 +185,21 @@ async def test_a_connection_dropped_after_the_finish_reason_keeps_the_whole_answ
     assert response.usage["output_tokens"] > 0  # type: ignore[attr-defined]
 
 
+async def test_a_stream_that_stalls_after_its_finish_reason_keeps_the_whole_answer() -> None:
+    # the finish chunk came, then nothing (no usage chunk, no [DONE]) within timeout_s
+    # role, "hello", " world" | finish, usage, [DONE]
+    stalls = Fault(stall_after=3, delay_s=60, then="hello world")
+    stalls_after_finish = Fault(stall_after=4, delay_s=60, then="hello world")
+    async with OpenAICompatServer([stalls, stalls_after_finish]) as server:
+        agent = Agent("a", model_for(server, timeout_s=1))
+        before = await agent.run("go")
+        after = await agent.run("go")
+        async with asyncio.timeout(60):  # a hang guard, not a measurement
+            await server.wait_for_disconnects(2)
+    assert before.status is RunStatus.FAILED and "ModelTimeoutError" in (before.error or "")
+    assert after.status is RunStatus.COMPLETED and after.output == "hello world"
+
+
 async def test_a_connection_dropped_before_the_finish_reason_still_fails() -> None:
     events = [choice({"role": "assistant", "content": "hello"}), choice({}, "stop")]
     whole, kept = sse(*events), sse(events[0], done=False)

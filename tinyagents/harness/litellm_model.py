@@ -53,6 +53,7 @@ from tinyagents.errors import (
     ModelConnectionError,
     ModelError,
     ModelResponseError,
+    ModelTimeoutError,
 )
 from tinyagents.harness.litellm_errors import (
     UNFINISHED_MARKER,
@@ -212,10 +213,12 @@ class LiteLLMModel(Model):
                 timeout_s=self.timeout_s,
                 chunks=len(received),
             )
-            # A connection closed after the finish_reason (before [DONE], or before the
-            # usage chunk: a proxy that drops it after the last event) lost no part of the
-            # answer; the usage it did not send is counted as a server's that sends none.
-            if not (isinstance(error, ModelConnectionError) and _finished(received)):
+            # A connection closed (or silent past timeout_s) after the finish_reason, before
+            # [DONE] or the usage chunk (a proxy that drops it after the last event) lost no
+            # part of the answer; the usage it did not send is counted as a server's that
+            # sends none.
+            kept = (ModelConnectionError, ModelTimeoutError)
+            if not (isinstance(error, kept) and _finished(received)):
                 raise error from exc
             _log.warning("model %s: %s; the answer was whole and is kept", model, error)
         finally:
