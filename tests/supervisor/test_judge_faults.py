@@ -130,3 +130,34 @@ async def test_a_judge_failing_closed_with_abort_aborts_saying_why(
     assert result.error == "judge unavailable (ModelServerError)"
     [(_, data)] = [e for e in supervisor_events(recorder) if e[0] == "supervisor.action"]
     assert (data["action"], data["source"]) == ("abort", "judge_error")
+
+
+async def test_a_judges_request_in_flight_is_closed_when_its_run_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("JUDGE_KEY", "sk-judge")
+    slow = Fault(delay_s=60, then='{"passed": true, "reason": "fine"}')
+    async with OpenAICompatServer([slow]) as server:
+        spec = SupervisorSpec(
+            model="openai/judge",
+            api_base=server.base_url,
+            api_key_env="JUDGE_KEY",
+            judge_timeout_s=120,
+        )
+
+        @tool
+        async def work() -> str:
+            """Work until the judge was asked."""
+            await server.wait_for_requests(1)
+            return "worked"
+
+        model = ScriptedModel([tool_call("work"), tool_call("work"), reply("done")])
+        async with Runtime(supervisor=spec, testing=True) as rt:
+            handle = await rt.start(Agent("a", model, tools=[work]), "go")
+            await server.wait_for_requests(1)
+            await handle.cancel(immediate=True)
+            async with asyncio.timeout(60):  # a hang guard, not a measurement
+                result = await handle.result()
+                await server.wait_for_disconnects(1)
+    assert result.status is RunStatus.CANCELLED
+    assert server.disconnected == [1]
