@@ -191,6 +191,7 @@ class LiteLLMModel(Model):
         )
         chunks, received = opened.chunks, opened.received
         calls = ToolCallFragments()
+        broke_off_whole = False
         try:
             for chunk in received:
                 calls.see(chunk)
@@ -215,12 +216,13 @@ class LiteLLMModel(Model):
             )
             # A connection closed (or silent past timeout_s) after the finish_reason, before
             # [DONE] or the usage chunk (a proxy that drops it after the last event) lost no
-            # part of the answer; the usage it did not send is counted as a server's that
-            # sends none.
+            # part of the answer; usage it did not send is counted as a server's that sends
+            # none.
             kept = (ModelConnectionError, ModelTimeoutError)
             if not (isinstance(error, kept) and _finished(received)):
                 raise error from exc
             _log.warning("model %s: %s; the answer was whole and is kept", model, error)
+            broke_off_whole = True
         finally:
             # A consumer that stops early (or is cancelled) must still release the connection.
             await chunks.aclose()
@@ -236,6 +238,13 @@ class LiteLLMModel(Model):
                 model=model,
                 api_base=self.api_base,
             ) from exc
+        said = _usage(opened.watch.usage) if opened.watch is not None else Usage()
+        if broke_off_whole and said.total_tokens:  # the usage chunk came; litellm held it
+            response.usage = Usage(
+                input_tokens=said.input_tokens,
+                output_tokens=said.output_tokens,
+                cost=response.usage.cost,
+            )
         refusal = opened.watch.refusal if opened.watch is not None else None
         yield StreamChunk(response=_answered(response, model, self.api_base, refusal))
 

@@ -122,12 +122,15 @@ class RefusalWatch(Record):
     ``CustomStreamWrapper`` drops a chunk that holds nothing else: the assembled answer was
     empty, where the same refusal answered whole is ``message.refusal``. ``watch`` puts one
     in front of the wrapper's ``completion_stream`` (its constructor argument, which it only
-    iterates and closes); ``refusal`` is what it said, once the stream is read.
+    iterates and closes); ``refusal`` is what it said, once the stream is read. ``usage`` is
+    the usage the provider sent (litellm holds it back until the stream ends, so a stream
+    kept after it broke off past its ``finish_reason`` has it only here).
     """
 
     source: Any
     iterator: Any
     parts: list[str] = field(default_factory=list)
+    usage: Any = None
 
     @classmethod
     def watch(cls, chunks: Any) -> RefusalWatch | None:
@@ -145,6 +148,9 @@ class RefusalWatch(Record):
 
     async def __anext__(self) -> Any:
         chunk = await anext(self.iterator)
+        usage = getattr(chunk, "usage", None)
+        if usage is not None:
+            self.usage = usage
         choices = getattr(chunk, "choices", None)
         if choices:
             piece = getattr(getattr(choices[0], "delta", None), "refusal", None)
