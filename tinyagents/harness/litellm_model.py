@@ -238,13 +238,14 @@ class LiteLLMModel(Model):
                 model=model,
                 api_base=self.api_base,
             ) from exc
-        said = _usage(opened.watch.usage) if opened.watch is not None else Usage()
-        if broke_off_whole and said.total_tokens:  # the usage chunk came; litellm held it
-            response.usage = Usage(
-                input_tokens=said.input_tokens,
-                output_tokens=said.output_tokens,
-                cost=response.usage.cost,
-            )
+        if broke_off_whole and opened.watch is not None and opened.watch.usage is not None:
+            said = _usage(opened.watch.usage)  # the usage chunk came: litellm held it back
+            if said.total_tokens:
+                response.usage = Usage(
+                    input_tokens=said.input_tokens,
+                    output_tokens=said.output_tokens,
+                    cost=response.usage.cost,
+                )
         refusal = opened.watch.refusal if opened.watch is not None else None
         yield StreamChunk(response=_answered(response, model, self.api_base, refusal))
 

@@ -5,7 +5,8 @@ a call that never got an id or a name; ``ToolCallFragments`` numbers the calls o
 its chunks arrive (telling apart calls a server sent at one index) and names the nameless,
 so the pieces handed out and the response assembled at the end hold the same calls.
 ``RefusalWatch`` reads the refusal a stream sends (OpenAI's ``delta.refusal``), which litellm
-drops. Nothing here imports litellm: it reads the chunks litellm hands over (and, for the
+drops, and the usage chunk the provider sent (which litellm holds back until the stream
+ends). Nothing here imports litellm: it reads the chunks litellm hands over (and, for the
 refusal, the provider's chunks litellm reads).
 """
 
