@@ -458,3 +458,26 @@ async def test_a_200_whose_body_is_an_error_says_so_not_an_http_status(
     assert "sent an error in a 200 answer's body" in str(error) and "HTTP" not in str(error)
     assert "upstream said no" in str(error) and error.status is None
     assert len(server.requests) == requests
+
+
+@STREAMS
+async def test_of_parallel_calls_only_the_unreadable_one_is_sent_back(stream: bool) -> None:
+    ran: list[tuple[int, int]] = []
+
+    @tool
+    def plus(a: int, b: int) -> int:
+        """Add two integers."""
+        ran.append((a, b))
+        return a + b
+
+    both = ModelResponse(
+        tool_calls=[
+            ToolCall(id="ok", name="plus", args='{"a": 1, "b": 2}'),
+            ToolCall(id="bad", name="plus", args='{"a": 3, "b": }'),
+        ]
+    )
+    async with OpenAICompatServer([both, "done"]) as server:
+        result = await Agent("a", model_for(server, stream=stream), tools=[plus]).run("go")
+    assert result.status is RunStatus.COMPLETED and ran == [(1, 2)]
+    results = {m["tool_call_id"]: m["content"] for m in server.requests[1]["messages"][-2:]}
+    assert results["ok"] == "3" and "not valid JSON" in results["bad"]
