@@ -9,16 +9,22 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 
 from tinyagents import Agent, SubAgent, SubAgentTool, tool
-from tinyagents.errors import ArgumentError, ConfigurationError, KeywordArgumentError
+from tinyagents.errors import (
+    ArgumentError,
+    ConfigurationError,
+    KeywordArgumentError,
+    UnknownTargetError,
+)
+from tinyagents.graph import START, StateGraph
 from tinyagents.protocol import SteeringKind, SteeringTarget
 from tinyagents.runs import RunHandle, RunInfo
 from tinyagents.runtime import Runtime
-from tinyagents.store.checkpoint import SqliteCheckpointer
+from tinyagents.store.checkpoint import MemoryCheckpointer, SqliteCheckpointer
 from tinyagents.supervisor import SupervisorSpec, SupervisorSpecError
 from tinyagents.testkit import ScriptedModel, reply, tool_call
 
@@ -223,3 +229,35 @@ async def test_a_handle_flag_that_is_no_bool_is_refused(method: str, flag: str, 
         with pytest.raises(ArgumentError, match=rf"{flag}= must be True or False, got"):
             await getattr(handle, method)(*args, **{flag: value})
         assert rt.steering_history("r-1") == []
+
+
+# -- a graph run given a checkpoint but no thread ---------------------------------------------
+
+
+class _Count(TypedDict):
+    x: int
+
+
+def _inc(state: _Count) -> _Count:
+    return {"x": state["x"] + 1}
+
+
+@pytest.mark.parametrize("with_runtime", [False, True])
+async def test_a_checkpoint_given_without_its_thread_is_refused_saying_so(
+    with_runtime: bool,
+) -> None:
+    """Found: ``graph.run(None, checkpoint_id=ck)`` with no ``thread_id`` answered "thread
+    'th-3f2a...' has no checkpoint": a thread the caller never named, made up for the run. A
+    checkpoint is of one thread; the error now says to give its ``thread_id`` (still an
+    ``UnknownTargetError``, as it was), and no thread is begun."""
+    cp = MemoryCheckpointer()
+    graph = StateGraph(_Count).add_node("inc", _inc).add_edge(START, "inc").compile(checkpointer=cp)
+    async with Runtime() as rt:
+        done = await graph.run({"x": 1}, thread_id="t-1", runtime=rt)
+        assert done.checkpoint_id is not None
+        kw: dict[str, Any] = {"runtime": rt} if with_runtime else {}
+        with pytest.raises(UnknownTargetError, match=r"no thread_id was given.*give the thread_id"):
+            await graph.run(None, checkpoint_id=done.checkpoint_id, **kw)
+        with pytest.raises(UnknownTargetError, match="no thread_id was given"):
+            await graph.start(None, checkpoint_id=done.checkpoint_id, runtime=rt)
+        assert {thread for thread, _ in cp._chains} == {"t-1"}  # nothing saved elsewhere

@@ -70,12 +70,14 @@ def check_root(graph: GraphCore) -> None:
 class GraphSession:
     """``async with GraphSession(graph, thread_id) as s: run = await s.prepare(input)``."""
 
-    __slots__ = ("cp", "graph", "owner", "run_id", "thread_id")
+    __slots__ = ("cp", "graph", "named", "owner", "run_id", "thread_id")
 
     def __init__(self, graph: GraphCore, thread_id: str | None) -> None:
         self.graph = graph
         check_root(graph)
         self.cp = graph.checkpointer
+        #: whether the caller named the thread (else it is a new one, made up here)
+        self.named = thread_id is not None
         if thread_id is None:  # a new thread (a run that saves nothing has none)
             thread_id = _clock.new_id("th") if self.cp is not None else ""
         else:
@@ -131,6 +133,12 @@ class GraphSession:
         ``failure``: such a failure the caller met reading the thread first (nothing else
         is read or saved then)."""
         graph = self.graph
+        if checkpoint_id is not None and not self.named:  # not "thread 'th-3f2a..." (made up)
+            raise UnknownTargetError(
+                f"checkpoint {checkpoint_id!r}: no thread_id was given, so the run would begin a "
+                "new thread, which has no checkpoints; give the thread_id of the thread the "
+                "checkpoint is of"
+            )
         limit = graph.limit(recursion_limit)  # before anything is saved
         self.run_id = run_kwargs.get("run_id")
         head: Head | None = None
