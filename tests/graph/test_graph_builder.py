@@ -98,8 +98,12 @@ def test_builder_methods_chain_and_reject_bad_nodes() -> None:
         graph.add_node(END, logger("x"))
     with pytest.raises(TypeError, match="must be a function"):  # as LangGraph's
         graph.add_node("b", 42)
+
+    class Plain:  # annotations, but no TypedDict, dataclass or pydantic model
+        x: int
+
     with pytest.raises(ConfigurationError, match="TypedDict, a dataclass or a pydantic"):
-        StateGraph(int)
+        StateGraph(Plain)
 
 
 def test_add_node_takes_the_name_from_the_function() -> None:

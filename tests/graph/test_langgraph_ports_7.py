@@ -33,7 +33,6 @@ from langgraph_kit import (
 from pydantic import BaseModel, ConfigDict, Field
 
 from tinyagents.errors import (
-    ConfigurationError,
     GraphError,
     NodeCancelledError,
     NodeTimeoutError,
@@ -887,10 +886,11 @@ def test_the_default_retry_on_takes_what_langgraph_s_takes() -> None:
     assert ours(TimeoutError()) and not theirs(TimeoutError())
 
 
-def test_a_whole_state_message_graph_is_not_offered() -> None:
+async def test_a_whole_state_message_graph_is_a_state_graph_of_its_list() -> None:
     # LangGraph: test_large_cases.py::test_message_graph (and test_root_graph): LangGraph's
-    # MessageGraph is a graph whose whole state is one add_messages list; ours takes a state
-    # class only (docs/graph.md, "What it does not do": a state schema is a class)
+    # MessageGraph is a graph whose whole state is one add_messages list; ours is not
+    # offered, and StateGraph(Annotated[list, add_messages]) is that graph (a one-value
+    # state: docs/graph.md, "State")
     import warnings
 
     with warnings.catch_warnings():
@@ -903,5 +903,12 @@ def test_a_whole_state_message_graph_is_not_offered() -> None:
         )
     out = theirs.invoke([("user", "hi")])
     assert [m.content for m in out] == ["hi", "1 seen"]
-    with pytest.raises(ConfigurationError):
+    ours = (
         OURS.StateGraph(Annotated[list, ours_add_messages])
+        .add_node("agent", lambda messages: [("ai", f"{len(messages)} seen")])
+        .add_edge(OURS.START, "agent")
+        .compile()
+    )
+    mine = (await ours.run([("user", "hi")])).raise_for_status().state
+    assert [m.content for m in mine] == ["hi", "1 seen"]
+    assert [type(m) for m in mine] == [type(m) for m in out]

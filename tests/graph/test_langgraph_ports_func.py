@@ -324,7 +324,8 @@ def nested_graph(g: Any, cp: Any, calls: list[Any]) -> Any:
 async def test_tasks_calling_tasks_and_an_entrypoint_called_inside(
     checkpointer: Checkpointer,
 ) -> None:
-    # test_imp_nested (its sub-graph an entrypoint: ours has no StateGraph(list[str])): a
+    # test_imp_nested (its sub-graph an entrypoint; as written, with StateGraph(list[str]),
+    # in test_langgraph_ports_root.py): a
     # task awaiting a task, none of them run again on resume
     outs, calls = await both(nested_graph, checkpointer, [[0, 1], ("resume", "answer")])
     assert outs == [("interrupted", ["question"]), ["00answera", "11answera"]]

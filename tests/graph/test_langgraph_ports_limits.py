@@ -4,7 +4,8 @@ on ``tinyagents.graph``, compared, as in ``test_langgraph_ports.py``. Each test'
 names the LangGraph test it follows.
 
 LangGraph's programs have a plain list as their whole state (``StateGraph(Annotated[list,
-operator.add])``); a state here is a mapping, so the list is its ``items`` key. LangGraph's
+operator.add])``); here the list is a mapping's ``items`` key (ported before ours took a
+one-value state: ``test_langgraph_ports_root.py``). LangGraph's
 nodes sleep a random time to overlap; here each yields to the event loop a few times, which
 overlaps them as surely and times nothing.
 """

@@ -385,8 +385,9 @@ async def test_interrupts_in_the_values_and_updates_streams(checkpointer: Checkp
 
 
 async def test_a_router_after_sends(checkpointer: Checkpointer) -> None:
-    # LangGraph: test_cond_edge_after_send, with a TypedDict state (a root-channel state such
-    # as StateGraph(Annotated[list, operator.add]) is not supported: docs/graph.md, "State")
+    # LangGraph: test_cond_edge_after_send, with a TypedDict state (ported before ours took
+    # a one-value state such as StateGraph(Annotated[list, operator.add]): those are in
+    # test_langgraph_ports_root.py)
     def build(g: Any) -> Any:
         async def send_for_fun(state: Any) -> list[Any]:
             return [g.Send("2", state), g.Send("2", state)]

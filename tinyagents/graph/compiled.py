@@ -27,6 +27,7 @@ from tinyagents.graph.driver import run_with_runtime, start_graph_run
 from tinyagents.graph.executor import GraphRun
 from tinyagents.graph.func_stream import sink_for
 from tinyagents.graph.session import GraphSession
+from tinyagents.graph.state import root_value
 from tinyagents.graph.stream import (
     GRAPHS_MODE,
     RUNTIME_MODES,
@@ -383,8 +384,13 @@ class CompiledGraph(GraphCore):
     ) -> StateSnapshot:
         """The thread's values, next nodes, tasks and pending interrupts (at the head by
         default). ``subgraphs=True``: each task's ``state`` is the state of the sub-graph it
-        ran (a sub-graph node or a graph its function called), nested the same way."""
-        return await threads.get_state(self, thread_id, checkpoint_id, subgraphs=subgraphs)
+        ran (a sub-graph node or a graph its function called), nested the same way. A
+        one-value state's ``values`` is the value (``StateGraph(int)``), as LangGraph's."""
+        snap = await threads.get_state(self, thread_id, checkpoint_id, subgraphs=subgraphs)
+        if self.schema.root:
+            tasks = tuple(replace(t, result=root_value(t.result)) for t in snap.tasks)
+            snap = replace(snap, values=self.shown_state(snap.values), tasks=tasks)
+        return snap
 
     async def history(
         self,
@@ -437,7 +443,8 @@ class CompiledGraph(GraphCore):
         return await threads.update_state(
             self,
             thread_id,
-            {} if update is None else update,
+            # (a one-value state's update is the value, None nothing: ``update_of``)
+            {} if update is None and not self.schema.root else update,  # type: ignore[arg-type]
             as_node=as_node,
             checkpoint_id=checkpoint_id,
             ns=ns,

@@ -42,7 +42,7 @@ from tinyagents.graph.checkpointing import (
 )
 from tinyagents.graph.context import NodeContext
 from tinyagents.graph.reducers import MISSING, Append, LastValue, Overwrite, detach, reduce
-from tinyagents.graph.state import StateSchema, managed_values
+from tinyagents.graph.state import ROOT, StateSchema, managed_values
 from tinyagents.graph.types import END, START, RetryPolicy, Send, node_name
 from tinyagents.store.checkpoint.base import WriteRecord
 
@@ -201,8 +201,9 @@ class GraphCore:
 
     def shown_state(self, values: dict[str, Any]) -> Any:
         """What a run's result (``GraphResult.state``, a started run's ``RunResult.output``)
-        shows of the state: the state itself; an ``Entrypoint``'s, its function's return value."""
-        return values
+        shows of the state: the state itself (a one-value state's value: ``StateGraph(int)``);
+        an ``Entrypoint``'s, its function's return value."""
+        return values.get(ROOT) if self.schema.root else values
 
     def __init__(
         self,

@@ -1290,6 +1290,8 @@ class GraphRun:
         # output is what it changed relative to that start, applied by the parent's reducers
         if task.arg is not UNSET:
             data = task.arg
+        elif child_graph.schema.root:  # a one-value state's input: the node's, as LangGraph's
+            data = self.view()
         else:
             schema = child_graph.schema
             keys = schema.channels if schema.input_keys is None else schema.input_keys

@@ -13,6 +13,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from tinyagents.graph.executor import GraphRun
+from tinyagents.graph.state import ROOT, root_value
 from tinyagents.graph.stream import CACHED_KEY, GRAPHS_MODE, INTERRUPT_KEY, GraphStream
 from tinyagents.graph.tasks import Task as GraphTask
 from tinyagents.graph.tasks import shown_writes, task_id
@@ -38,10 +39,44 @@ class SubgraphsStream(GraphStream):
     def subgraph_started(self, run: GraphRun) -> None:
         if run.graph.stream_class is EntryStream or run.graph.task_call:
             self.entries = set()
-            self.__class__ = EntryStream
+            self.__class__ = RootEntryStream if isinstance(self, RootStream) else EntryStream
             self.subgraph_started(run)
         else:
             super().subgraph_started(run)
+
+
+def root_view(mode: str, payload: Any) -> Any:
+    """A one-value state's own stream item, LangGraph's view: ``values`` the value (a pause's
+    item ``{"__interrupt__": ...}`` alone), ``updates`` ``{node: value}``, a ``tasks``
+    item's ``input`` and ``result`` the value."""
+    if type(payload) is not dict:
+        return payload
+    if mode == "values":
+        if INTERRUPT_KEY in payload:
+            return {INTERRUPT_KEY: payload[INTERRUPT_KEY]}
+        return payload.get(ROOT)
+    if mode == "updates":
+        return {
+            k: v if k in (INTERRUPT_KEY, CACHED_KEY) else root_value(v) for k, v in payload.items()
+        }
+    if mode == "tasks":
+        if "input" in payload:
+            return {**payload, "input": root_value(payload["input"])}
+        if "result" in payload:
+            return {**payload, "result": root_value(payload["result"])}
+    return payload
+
+
+class RootStream(SubgraphsStream):
+    """The stream of a graph of a one-value state (``StateGraph(int)``): its own items as
+    ``root_view`` shows them; a sub-graph's as they are."""
+
+    __slots__ = ()
+
+    def put(self, ns: str, mode: str, payload: Any) -> None:
+        if ns == self.root:
+            payload = root_view(mode, payload)
+        super().put(ns, mode, payload)
 
 
 class EntryStream(SubgraphsStream):
@@ -192,6 +227,17 @@ def entry_view(mode: str, payload: Any) -> Any:
     return payload
 
 
+class RootEntryStream(EntryStream):
+    """A ``RootStream`` once an entrypoint or a task call runs inside it (``EntryStream``)."""
+
+    __slots__ = ()
+
+    def put(self, ns: str, mode: str, payload: Any) -> None:
+        if ns == self.root:
+            payload = root_view(mode, payload)
+        super().put(ns, mode, payload)
+
+
 def sink_for(graph: Any, mode: str | Iterable[str], subgraphs: bool) -> GraphStream:
     """The stream sink of a run of ``graph`` (its ``stream_class``, else a
     ``SubgraphsStream``, for the entrypoints and task calls that may run inside it), of
@@ -202,6 +248,8 @@ def sink_for(graph: Any, mode: str | Iterable[str], subgraphs: bool) -> GraphStr
     if graph.stream_class is not None:
         made: GraphStream = graph.stream_class(mode, subgraphs=subgraphs)
         return made
+    if graph.schema.root:
+        return RootStream(mode, subgraphs=subgraphs)
     return SubgraphsStream(mode, subgraphs=subgraphs)
 
 

@@ -197,7 +197,7 @@ class GraphSession:
             # a new thread's first Command(update=..., goto=...) is its input, as LangGraph's:
             # the update is written, then the graph runs from START, the goto joining the
             # first step
-            update = graph.schema.writes_of(input.update or {}, "Command.update")
+            update = graph.schema.command_writes(input.update, "Command.update")
             goto = input.goto_list()
             graph.check_goto(goto, "Command.goto")
             head = self.fresh()
@@ -346,7 +346,7 @@ class GraphSession:
                     f"{checkpoint_id!r}: a replay runs its step again, which asks its questions "
                     "again; rewind without resume, then answer them"
                 )
-            update = graph.schema.writes_of(input.update or {}, "Command.update")
+            update = graph.schema.command_writes(input.update, "Command.update")
             graph.check_goto(input.goto_list(), "Command.goto")
             graph.apply_writes(head.staged([k for k, _ in update]).values, update)
         elif input is not None:
@@ -364,7 +364,7 @@ class GraphSession:
                 "pending interrupt to answer; start it with an input"
             )
         resume = graph.map_resume(head, cmd.resume) if head is not None and has_resume else []
-        update = graph.schema.writes_of(cmd.update or {}, "Command.update")
+        update = graph.schema.command_writes(cmd.update, "Command.update")
         graph.check_goto(goto, "Command.goto")
         head = head or self.fresh()
         if update or goto:

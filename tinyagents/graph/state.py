@@ -209,7 +209,10 @@ class StateSchema(Record):
     """The channels of a state class and how nodes see its values."""
 
     cls: Any
-    kind: str  # "dict" | "dataclass" | "pydantic"
+    kind: str  # "dict" | "dataclass" | "pydantic" | "root"
+    #: LangGraph's one-value state (``StateGraph(int)``, ``StateGraph(Annotated[list,
+    #: operator.add])``): one channel, ``ROOT``; nodes take and return the value itself
+    root: bool = False
     channels: dict[str, Channel] = field(default_factory=dict)
     #: managed fields: name -> "remaining_steps" or "is_last_step"
     managed: dict[str, str] = field(default_factory=dict)
@@ -244,6 +247,11 @@ class StateSchema(Record):
         """This schema with LangGraph's input and output schemas: the channels are the union
         of the three schemas' fields (the state's own channel wins for a shared name); input
         is read through the input schema's keys and results hold the output schema's."""
+        if self.root and {input_schema, output_schema} - {None, self.cls}:
+            raise ConfigurationError(
+                f"StateGraph({self.cls!r}) is a one-value state: it takes no input_schema or "
+                "output_schema (its input and output are the value)"
+            )
         schema = dataclasses.replace(self, channels=dict(self.channels))
         for role, cls in (("input_schema", input_schema), ("output_schema", output_schema)):
             if cls is None or cls is self.cls:
@@ -271,6 +279,13 @@ class StateSchema(Record):
             if schema.output_keys is None:
                 schema.output_keys = state_keys
         return schema
+
+    def command_writes(self, update: Any, who: str) -> list[tuple[str, Any]]:
+        """The writes of a ``Command(update=...)`` (a node's, run input's, a resume's): as a
+        node's return (``writes_of``); None writes nothing."""
+        if self.root:
+            return [] if update is None else root_writes(update)
+        return self.writes_of(update or {}, who)
 
     def output(self, values: dict[str, Any]) -> dict[str, Any]:
         """What a run returns of ``values``: the output schema's keys (all by default)."""
@@ -313,6 +328,8 @@ class StateSchema(Record):
         node that reads it."""
         if self.kind == "dict":
             return StateView(values)
+        if self.root:
+            return values.get(ROOT)
         return self.cls(**values)
 
     def check_keys(self, update: Mapping[str, Any], who: str) -> None:
@@ -338,7 +355,10 @@ class StateSchema(Record):
         LangGraph takes them; a key given twice is written twice, which a reducer channel
         takes and an overwrite channel refuses), or an instance of a dataclass / pydantic
         state, read as LangGraph reads one: every field of a dataclass; every field of a
-        pydantic model but those that are None, default to None and were not set."""
+        pydantic model but those that are None, default to None and were not set. A
+        one-value state's update is the value (``root_writes``)."""
+        if self.root:
+            return root_writes(update, pairs=pairs)
         if isinstance(update, Mapping):
             self.check_keys(update, who)
             return list(update.items())
@@ -372,7 +392,10 @@ class StateSchema(Record):
     def update_of(self, update: Any) -> dict[str, Any]:
         """What ``update_state`` was given → a dict of state keys: a mapping, or an instance
         of a dataclass / pydantic state, read as a node's return is (LangGraph's reads one
-        so); anything else is an ``InvalidUpdateError``, as LangGraph's "Expected dict"."""
+        so); anything else is an ``InvalidUpdateError``, as LangGraph's "Expected dict". A
+        one-value state's is the value (None: nothing)."""
+        if self.root:
+            return {} if update is None else {ROOT: update}
         if isinstance(update, Mapping):
             return dict(update)
         if isinstance(update, BaseModel) or (
@@ -387,7 +410,10 @@ class StateSchema(Record):
     def coerce_input(self, data: Any) -> dict[str, Any]:
         """Run input → channel writes; validated here, at the boundary, for pydantic states.
         With an input schema, state keys outside it are left out (as LangGraph reads input
-        through its input schema); a key of no schema is refused either way."""
+        through its input schema); a key of no schema is refused either way. A one-value
+        state's input is the value."""
+        if self.root:
+            return {ROOT: data}
         if (
             type(data) is dict
             and self.kind == "dict"
@@ -638,14 +664,60 @@ class StateView(dict[str, Any]):
         return (dict, (dict(self),))
 
 
+#: The one channel of a one-value state, LangGraph's name for it.
+ROOT = "__root__"
+
+
+def root_writes(update: Any, *, pairs: bool = True) -> list[tuple[str, Any]]:
+    """The writes of a one-value state's update: the value itself, as LangGraph's; a
+    ``Command.update`` of ``(key, value)`` pairs (``pairs``) as written, as LangGraph
+    reads one (``Command(update=[("__root__", v)])``)."""
+    if pairs and (update == [] or _pairs(update)):
+        return list(update)
+    return [(ROOT, update)]
+
+
+def root_value(value: Any) -> Any:
+    """A one-value state's writes as LangGraph shows them (a task's result, an ``updates``
+    item): ``{"__root__": v}`` is ``v``; a list of such, one write each, their values."""
+    if type(value) is dict and len(value) == 1 and ROOT in value:
+        return value[ROOT]
+    if type(value) is list:
+        return [root_value(v) for v in value]
+    return value
+
+
+def _root_schema(annotation: Any) -> StateSchema:
+    """LangGraph's one-value state: one channel, ``ROOT``, of ``annotation`` (its reducer
+    from ``Annotated[T, reducer]``, a bare type overwritten)."""
+    base, fn = _split(annotation)
+    if fn is not None:
+        _check_reducer(annotation, ROOT, fn)
+    channel = Channel(
+        name=ROOT,
+        annotation=base,
+        reducer=LastValue() if fn is None else resolve(fn, base),
+        default=None if fn is None else empty_value(base),
+    )
+    schema = StateSchema(cls=annotation, kind="root", root=True, channels={ROOT: channel})
+    schema.langchain_keys = _langchain_keys(schema.channels)
+    return schema
+
+
 def read_schema(cls: Any) -> StateSchema:
-    """Read the channels of ``cls``; a plain ``dict`` gives an empty, open-ended schema."""
+    """Read the channels of ``cls``: the fields of a TypedDict, a dataclass or a pydantic
+    model; a type without annotations (``int``, ``list[str]``, ``Annotated[list,
+    operator.add]``) is LangGraph's one-value state (``_root_schema``)."""
     if isinstance(cls, type) and issubclass(cls, BaseModel):
         kind = "pydantic"
     elif dataclasses.is_dataclass(cls):
         kind = "dataclass"
     elif typing_extensions.is_typeddict(cls):
         kind = "dict"
+    elif (isinstance(cls, type) or get_origin(cls) is not None) and not hasattr(
+        cls, "__annotations__"
+    ):
+        return _root_schema(cls)
     else:
         raise ConfigurationError(
             f"StateGraph needs a TypedDict, a dataclass or a pydantic model, got {cls!r}"

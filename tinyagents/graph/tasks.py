@@ -36,6 +36,7 @@ from tinyagents.graph._context import (
 from tinyagents.graph.checkpointing import Planned
 from tinyagents.graph.context import NodeContext
 from tinyagents.graph.interrupts import Interrupt
+from tinyagents.graph.state import ROOT
 from tinyagents.graph.types import START, UNSET, Command, Send
 
 if TYPE_CHECKING:
@@ -252,7 +253,9 @@ def read_output(run: TaskRun, task: Task, out: Any) -> None:
     """Node return value → ``task.writes`` / ``task.goto``."""
     schema = run.graph.schema
     task.returned = None  # (an earlier attempt's, had it returned)
-    if type(out) is dict:
+    if schema.root:  # a one-value state: the output is the value
+        _read_root(run, task, out)
+    elif type(out) is dict:
         if not out.keys() <= schema.channels.keys():  # the hot path formats no error text
             schema.check_keys(out, f"node {task.node!r}")
         task.writes = list(out.items())
@@ -305,6 +308,33 @@ def read_output(run: TaskRun, task: Task, out: Any) -> None:
             task.returned = writes
 
 
+def _read_root(run: TaskRun, task: Task, out: Any) -> None:
+    """A node's return value in a one-value state, read as LangGraph's: None writes
+    nothing; a ``Command`` (or a list holding Commands) its update and goto, the list's
+    other items values; anything else is the value."""
+    if out is None:
+        task.writes = []
+    elif isinstance(out, Command):
+        if out.graph == Command.PARENT:
+            raise ParentCommand(out)
+        task.writes, task.goto = _read_command(run, task, out)
+    elif isinstance(out, Writes):
+        task.writes, task.goto = out.writes, out.goto
+    elif isinstance(out, (list, tuple)) and out and any(isinstance(c, Command) for c in out):
+        writes: list[Any] = []
+        goto: list[str | Send] = []
+        for item in out:
+            if not isinstance(item, Command):
+                writes.append((ROOT, item))
+            elif item.graph != Command.PARENT:  # (LangGraph's skips it)
+                more, where = _read_command(run, task, item)
+                writes.extend(more)
+                goto.extend(where)
+        task.writes, task.goto = writes, goto
+    else:
+        task.writes = [(ROOT, out)]
+
+
 def _read_plain(run: TaskRun, task: Task, out: Any) -> list[Any]:
     """The writes of an item of a node's list that is no ``Command``: a dict, None or a state
     instance (anything else is an ``InvalidUpdateError``)."""
@@ -330,7 +360,7 @@ def _read_command(
         raise GraphError(f"node {task.node!r}: Command(graph={out.graph!r}) is not supported")
     if out.resume is not UNSET:
         raise GraphError(f"node {task.node!r}: a node cannot return Command(resume=...)")
-    update = run.graph.schema.writes_of(out.update or {}, f"node {task.node!r}'s Command")
+    update = run.graph.schema.command_writes(out.update, f"node {task.node!r}'s Command")
     goto = out.goto_list()
     run.graph.check_goto(goto, f"node {task.node!r}")
     return update, goto
