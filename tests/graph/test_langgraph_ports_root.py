@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, TypedDict
 import pytest
 from langgraph_kit import OURS, THEIRS, X, cfg, func_of, lg_memory
 
+import tinyagents.graph as ours_graph
 from tinyagents import Runtime
 from tinyagents.errors import ConfigurationError
 from tinyagents.store.checkpoint import Checkpointer
@@ -458,6 +459,38 @@ def test_a_one_value_state_takes_no_input_or_output_schema() -> None:
 
     with pytest.raises(ConfigurationError, match="one-value state"):
         OURS.StateGraph(int, input_schema=In)
+
+
+def two_letters(g: Any, cp: Any) -> Any:
+    builder = g.StateGraph(Annotated[list, operator.add])
+    builder.add_node("a", lambda v: ["a"]).add_node("b", lambda v: ["b"])
+    return builder.add_edge(g.START, "a").add_edge("a", "b").compile(checkpointer=cp)
+
+
+async def test_a_one_value_state_through_every_driver_and_stream_mode(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_pregel_async.py's list states streamed (values, updates, tasks), and
+    # ours driven step by step, in a Runtime and by bulk_update_state: the value throughout
+    ours = two_letters(OURS, checkpointer)
+    theirs = two_letters(THEIRS, lg_memory.InMemorySaver())
+    modes = ["values", "updates"]
+    lg_items = [i async for i in theirs.astream(["0"], cfg(), stream_mode=modes)]
+    assert [i async for i in ours.stream(["0"], thread_id="1", mode=modes)] == lg_items
+    assert lg_items[-1] == ("values", ["0", "a", "b"])
+    tasks = [p async for p in ours.stream(["1"], thread_id="2", mode="tasks")]
+    assert [(p["name"], p.get("input"), p.get("result")) for p in tasks][:2] == [
+        ("a", ["1"], None),
+        ("a", None, ["a"]),
+    ]
+    async with ours.iter(["2"], thread_id="3") as run:
+        steps = [step async for step in run.supersteps()]
+    assert steps[-1].result.state == ["2", "a", "b"]
+    async with Runtime(testing=True) as rt:
+        handle = await rt.start_graph(ours, ["3"], thread_id="4")
+        assert (await handle.result()).output == ["3", "a", "b"]
+    await ours.bulk_update_state("4", [[ours_graph.StateUpdate(values=["z"], as_node="a")]])
+    assert (await ours.get_state("4")).values == ["3", "a", "b", "z"]
 
 
 # -- a tuple in a checkpoint ------------------------------------------------------------------
