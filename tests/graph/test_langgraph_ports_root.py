@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Annotated, Any, Literal, TypedDict
 
 import pytest
-from langgraph_kit import OURS, THEIRS, X, cfg, func_of, lg_memory
+from langgraph_kit import OURS, THEIRS, X, cfg, func_of, lg_memory, shape
 
 import tinyagents.graph as ours_graph
 from tinyagents import Runtime
@@ -352,6 +352,22 @@ async def test_get_graph_root_channel(checkpointer: Checkpointer) -> None:
     assert expected == ["p", "child"]
     assert await result_of(ours, ["p"], "1") == expected
     assert (await ours.get_state("1")).values == expected
+
+
+@pytest.mark.parametrize("mode", ["values", "updates"])
+async def test_a_one_value_sub_graph_streams_its_value(mode: str) -> None:
+    # LangGraph: test_pregel.py::test_get_graph_root_channel's graph, streamed with
+    # subgraphs=True: the sub-graph's items show its value too
+    ours, theirs = both(root_sub_graph, None)
+    lg_items = [
+        (shape(ns), item)
+        async for ns, item in theirs.astream(["p"], stream_mode=mode, subgraphs=True)
+    ]
+    our_items = [
+        (shape(ns), item) async for ns, item in ours.stream(["p"], mode=mode, subgraphs=True)
+    ]
+    assert our_items == lg_items
+    assert ((), ["p", "child"] if mode == "values" else {"child": ["p", "child"]}) in lg_items
 
 
 def nested_in_entrypoint(g: Any, cp: Any) -> Any:

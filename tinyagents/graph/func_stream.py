@@ -41,20 +41,23 @@ class SubgraphsStream(GraphStream):
             self.entries = set()
             self.__class__ = RootEntryStream if isinstance(self, RootStream) else EntryStream
             self.subgraph_started(run)
-        else:
-            super().subgraph_started(run)
+            return
+        if run.graph.schema.root and self.__class__ is SubgraphsStream:
+            self.__class__ = RootStream  # a one-value sub-graph's items: its view too
+        super().subgraph_started(run)
 
 
-def root_view(mode: str, payload: Any) -> Any:
-    """A one-value state's own stream item, LangGraph's view: ``values`` the value (a pause's
+def root_view(mode: str, payload: Any, *, own: bool = True) -> Any:
+    """A one-value state's stream item, LangGraph's view: ``values`` the value (a pause's
     item ``{"__interrupt__": ...}`` alone), ``updates`` ``{node: value}``, a ``tasks``
-    item's ``input`` and ``result`` the value."""
+    item's ``input`` and ``result`` the value. ``own``: an item of the graph streamed; else
+    of a sub-graph, which may have a state class: only what holds ``ROOT`` alone is read."""
     if type(payload) is not dict:
         return payload
     if mode == "values":
         if INTERRUPT_KEY in payload:
-            return {INTERRUPT_KEY: payload[INTERRUPT_KEY]}
-        return payload.get(ROOT)
+            return {INTERRUPT_KEY: payload[INTERRUPT_KEY]} if own or ROOT in payload else payload
+        return payload.get(ROOT) if own or ROOT in payload else payload
     if mode == "updates":
         return {
             k: v if k in (INTERRUPT_KEY, CACHED_KEY) else root_value(v) for k, v in payload.items()
@@ -68,15 +71,21 @@ def root_view(mode: str, payload: Any) -> Any:
 
 
 class RootStream(SubgraphsStream):
-    """The stream of a graph of a one-value state (``StateGraph(int)``): its own items as
-    ``root_view`` shows them; a sub-graph's as they are."""
+    """The stream of a graph of a one-value state (``StateGraph(int)``), or of one that
+    runs such a sub-graph (``subgraphs=True``): the items as ``root_view`` shows them."""
 
     __slots__ = ()
 
     def put(self, ns: str, mode: str, payload: Any) -> None:
-        if ns == self.root:
-            payload = root_view(mode, payload)
-        super().put(ns, mode, payload)
+        own = ns == self.root
+        if own and not self.run_is_root():
+            own = False
+        super().put(ns, mode, root_view(mode, payload, own=own))
+
+    def run_is_root(self) -> bool:
+        """Whether the graph streamed (not only a sub-graph of it) has a one-value state."""
+        run = self.run
+        return run is not None and run.graph.schema.root
 
 
 class EntryStream(SubgraphsStream):
@@ -233,9 +242,8 @@ class RootEntryStream(EntryStream):
     __slots__ = ()
 
     def put(self, ns: str, mode: str, payload: Any) -> None:
-        if ns == self.root:
-            payload = root_view(mode, payload)
-        super().put(ns, mode, payload)
+        own = ns == self.root and self.run is not None and self.run.graph.schema.root
+        super().put(ns, mode, root_view(mode, payload, own=own))
 
 
 def sink_for(graph: Any, mode: str | Iterable[str], subgraphs: bool) -> GraphStream:
