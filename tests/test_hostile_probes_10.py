@@ -6,6 +6,7 @@ Each test is a probe that found something (named in its docstring) or holds a de
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from pathlib import Path
@@ -24,6 +25,7 @@ from tinyagents.graph import START, StateGraph
 from tinyagents.protocol import SteeringKind, SteeringTarget
 from tinyagents.runs import RunHandle, RunInfo
 from tinyagents.runtime import Runtime
+from tinyagents.store import SqliteStore
 from tinyagents.store.checkpoint import MemoryCheckpointer, SqliteCheckpointer
 from tinyagents.supervisor import SupervisorSpec, SupervisorSpecError
 from tinyagents.testkit import ScriptedModel, reply, tool_call
@@ -261,3 +263,34 @@ async def test_a_checkpoint_given_without_its_thread_is_refused_saying_so(
         with pytest.raises(UnknownTargetError, match="no thread_id was given"):
             await graph.start(None, checkpoint_id=done.checkpoint_id, runtime=rt)
         assert {thread for thread, _ in cp._chains} == {"t-1"}  # nothing saved elsewhere
+
+
+# -- a runtime opened by two callers at once --------------------------------------------------
+
+
+async def test_two_opens_at_once_open_the_runtime_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found: two tasks sharing a runtime that both ``await rt.open()`` (or enter it) at once
+    each opened its store (``_open`` was set only when an open ended): a second SQLite
+    connection, the first left unclosed (aiosqlite's "deleted before being closed"), and a
+    second inbox task that outlived the close ("could not answer the inbox: the SQLite store
+    is not open"). The second open now waits for the first."""
+    opened: list[str] = []
+    real_open = SqliteStore.open
+
+    async def counted(store: SqliteStore) -> None:
+        opened.append(store.path)
+        await real_open(store)
+
+    monkeypatch.setattr(SqliteStore, "open", counted)
+    rt = Runtime(store=f"sqlite:///{tmp_path / 'runs.db'}")
+    await asyncio.gather(rt.open(), rt.__aenter__(), rt.open())
+    try:
+        assert len(opened) == 1, opened
+        result = await Agent("a", ScriptedModel(["done"])).run("go", runtime=rt)
+        assert result.output == "done"
+    finally:
+        await rt.close()
+    async with Runtime(store=f"sqlite:///{tmp_path / 'runs.db'}") as again:
+        assert [run["agent_id"] for run in await again.store.load_runs()] == ["a"]

@@ -229,6 +229,8 @@ class Runtime:
         #: Set by ``close()``: from then on nothing new is taken (``RuntimeClosed``).
         self._closing = False
         self._closed: asyncio.Future[None] | None = None
+        #: Set while an ``open`` is under way: another caller waits for it (``open``).
+        self._opening: asyncio.Future[None] | None = None
         #: ``submit`` calls under way; close waits for them before closing the store.
         self._submitting = 0
         self._submits_done: asyncio.Event | None = None
@@ -278,10 +280,24 @@ class Runtime:
         await self.close()
 
     async def open(self) -> None:
+        """Open the store and restore what it holds (``async with`` does it). Two callers at
+        once open it once: the second waits for the first (and tries again if it failed);
+        each opened the store, the first connection left unclosed and a second inbox task
+        serving past the close."""
+        while self._opening is not None:
+            await asyncio.shield(self._opening)
         if self._open:
             return
         if self._closing:
             raise RuntimeClosed("this runtime was closed; make a new Runtime to start again")
+        self._opening = asyncio.get_running_loop().create_future()
+        try:
+            await self._open_store()
+        finally:
+            opening, self._opening = self._opening, None
+            opening.set_result(None)
+
+    async def _open_store(self) -> None:
         self._loop = asyncio.get_running_loop()
         await self.store.open()
         if self._durable:
