@@ -26,6 +26,7 @@ from tinyagents.protocol import SteeringKind, SteeringTarget
 from tinyagents.runs import RunHandle, RunInfo
 from tinyagents.runtime import Runtime
 from tinyagents.store import SqliteStore
+from tinyagents.store import sqlite as sqlite_module
 from tinyagents.store.checkpoint import MemoryCheckpointer, SqliteCheckpointer
 from tinyagents.supervisor import SupervisorSpec, SupervisorSpecError
 from tinyagents.testkit import ScriptedModel, reply, tool_call
@@ -294,3 +295,25 @@ async def test_two_opens_at_once_open_the_runtime_once(
         await rt.close()
     async with Runtime(store=f"sqlite:///{tmp_path / 'runs.db'}") as again:
         assert [run["agent_id"] for run in await again.store.load_runs()] == ["a"]
+
+
+async def test_two_opens_of_a_sqlite_store_at_once_connect_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found: ``SqliteStore.open`` twice at once connected twice, the first connection left
+    unclosed (aiosqlite's "deleted before being closed"): the checkpointer's ``setup`` held
+    a lock for this, the store did not. Now it does."""
+    connected: list[Any] = []
+    real_connect = sqlite_module.connect
+
+    async def counted(path: str, **kwargs: Any) -> Any:
+        connected.append(await real_connect(path, **kwargs))
+        return connected[-1]
+
+    monkeypatch.setattr(sqlite_module, "connect", counted)
+    store = SqliteStore(tmp_path / "runs.db")
+    await asyncio.gather(store.open(), store.open(), store.open())
+    await store.open()
+    assert connected == [store._db], connected
+    await store.close()
+    assert store._db is None

@@ -296,6 +296,8 @@ class SqliteStore(Store):
         #: a stale one: SQLite then refuses it at once, "database is locked", without waiting
         #: out the busy timeout, whenever another process wrote since).
         self._lock = asyncio.Lock()
+        #: Held by an ``open`` under way: a second one waits for it.
+        self._opening = asyncio.Lock()
         #: The file opened (None in memory): each write first checks it is still there.
         self._file: OpenedFile | None = None
         #: The damaged rows its listings already warned of (``_listed``).
@@ -307,9 +309,15 @@ class SqliteStore(Store):
         own is fine (ours join them, as the checkpointer's do), unless ``create=False``: then
         a file without our tables is refused as well, untouched, and so is a file a newer
         tinyagents migrated, and (unless ``create=False``) one this process can only read.
-        A failed open leaves no connection (and so no thread) behind."""
+        A failed open leaves no connection (and so no thread) behind. Two opens at once open
+        it once (each connected, and the first connection was left unclosed)."""
         if self._db is not None:
             return
+        async with self._opening:
+            if self._db is None:  # (else another open made it meanwhile)
+                await self._connect()
+
+    async def _connect(self) -> None:
         db: aiosqlite.Connection | None = None
         try:
             if self.path != ":memory:":
