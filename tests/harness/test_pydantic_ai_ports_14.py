@@ -21,6 +21,7 @@ from tinyagents import (
     FunctionToolset,
     ModelRetry,
     RunContext,
+    RunLimits,
     RunStatus,
     Runtime,
     SubAgent,
@@ -32,13 +33,21 @@ from tinyagents.errors import ConfigurationError
 from tinyagents.harness import (
     CombinedToolset,
     FunctionTool,
+    LiteLLMModel,
     Message,
     ModelRequest,
     ModelResponse,
     PrefixedToolset,
     ToolSpec,
 )
-from tinyagents.testkit import FunctionModel, ScriptedModel, reply, tool_call, tool_calls
+from tinyagents.testkit import (
+    FunctionModel,
+    OpenAICompatServer,
+    ScriptedModel,
+    reply,
+    tool_call,
+    tool_calls,
+)
 
 
 def calls_every_tool(text: str | None = None, **args: dict[str, Any]) -> FunctionModel:
@@ -774,3 +783,75 @@ def test_agent_tool_named_as_an_output_tool_is_refused() -> None:
         @agent.tool
         def ctx_tool(ctx: RunContext, x: int) -> int:
             return x
+
+
+# --- model_settings ---
+
+
+def settings_echo() -> FunctionModel:
+    return FunctionModel(lambda request: json.dumps(request.settings, sort_keys=True))
+
+
+async def test_model_settings_override() -> None:
+    """Ports test_model_settings_override: the agent's ``model_settings`` reach each request,
+    a run's are merged over them."""
+    my_agent = Agent("s", settings_echo())
+    assert (await my_agent.run("Hello")).output == "{}"
+    assert (await my_agent.run("Hello", model_settings={"temperature": 0.5})).output == (
+        '{"temperature": 0.5}'
+    )
+    my_agent = Agent("s", settings_echo(), model_settings={"temperature": 0.1, "seed": 1})
+    assert (await my_agent.run("Hello")).output == '{"seed": 1, "temperature": 0.1}'
+    assert (await my_agent.run("Hello", model_settings={"temperature": 0.5})).output == (
+        '{"seed": 1, "temperature": 0.5}'
+    )
+    # override(model_settings=...) replaces the agent's and the run's, as pydantic-ai's
+    with my_agent.override(model_settings={"top_p": 0.9}):
+        run = await my_agent.run("Hello", model_settings={"temperature": 0.5})
+    assert run.output == '{"top_p": 0.9}'
+
+
+async def test_model_settings_max_tokens_meets_the_token_budget() -> None:
+    """Ours: a ``max_tokens`` setting and the run's token budget (``RunLimits``), which the
+    loop sends as ``max_tokens``: the smaller goes."""
+    agent = Agent("s", settings_echo(), model_settings={"max_tokens": 30})
+    small = await agent.run("Hello", limits=RunLimits(max_output_tokens=500))
+    assert json.loads(small.output) == {"max_tokens": 30}
+    large = await agent.run("Hello", limits=RunLimits(max_output_tokens=20))
+    assert json.loads(large.output) == {"max_tokens": 20}
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ("temperature=0", "model_settings is a dict of provider settings"),
+        ({1: 2}, "model_settings is a dict of provider settings"),
+        ({"messages": []}, r"cannot set \['messages'\]"),
+        ({"model": "x", "stream": True}, r"cannot set \['model', 'stream'\]"),
+    ],
+)
+async def test_model_settings_of_the_wrong_kind_are_refused(settings: Any, message: str) -> None:
+    """Ours: model settings that are no dict of names, or that set what a request carries in
+    fields of its own (its messages, tools, model) or what the model decides (streaming), are
+    a ``ConfigurationError``: on the agent, the run (before it starts) and an override."""
+    with pytest.raises(ConfigurationError, match=message):
+        Agent("s", ScriptedModel([]), model_settings=settings)
+    agent = Agent("s", ScriptedModel(["never"]))
+    with pytest.raises(ConfigurationError, match=message):
+        await agent.run("Hello", model_settings=settings)
+    with pytest.raises(ConfigurationError, match=message), agent.override(model_settings=settings):
+        pass
+
+
+async def test_model_settings_reach_the_provider_through_litellm() -> None:
+    """Ours: ``LiteLLMModel`` sends a request's settings with the call (the local
+    OpenAI-compatible server records the body)."""
+    async with OpenAICompatServer(["a", "b"]) as server:
+        model = LiteLLMModel("openai/test-model", api_base=server.base_url, api_key="sk-test")
+        agent = Agent("a", model, model_settings={"temperature": 0.25})
+        await agent.run("Hello")
+        await agent.run("Hello", model_settings={"temperature": 0.75, "seed": 3})
+    assert [(r.get("temperature"), r.get("seed")) for r in server.requests] == [
+        (0.25, None),
+        (0.75, 3),
+    ]

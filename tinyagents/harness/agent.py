@@ -81,6 +81,7 @@ class Agent:
     ``AgentRetries``) sets the budgets it names. A tool's cap defaults to None: no cap.
     ``toolsets`` (pydantic-ai's: ``FunctionToolset`` and its ``prefixed``, ``filtered``,
     ``renamed`` wrappers) add their tools after ``tools``; a name given twice is refused.
+    ``model_settings`` (pydantic-ai's) are provider settings each model request carries.
     ``agent.override(...)`` changes the runs started within a ``with`` block.
     """
 
@@ -102,6 +103,7 @@ class Agent:
         output_retries: int | None = None,
         retries: int | Mapping[str, int] | None = None,
         toolsets: Sequence[Toolset] = (),
+        model_settings: Mapping[str, Any] | None = None,
     ) -> None:
         check_agent_name(name)
         if unknown_tools not in ("error_result", "fail"):
@@ -138,6 +140,9 @@ class Agent:
         # a model string (or no model) loads LiteLLMModel's module (tinyagents.harness._litellm)
         self.model = model if isinstance(model, Model) else _litellm.as_model(model)
         self.instructions = instructions
+        #: Provider settings each model request of its runs carries (``ModelRequest.settings``,
+        #: pydantic-ai's ``model_settings``): a run's ``model_settings=`` are merged over them.
+        self.model_settings = _model_settings(name, model_settings)
         #: The tools given as ``tools=`` (``override(tools=...)`` replaces them for a run).
         self.function_tools = _tool_dict(name, tools)
         #: The toolsets given as ``toolsets=`` (``override(toolsets=...)`` replaces them).
@@ -305,13 +310,14 @@ class Agent:
         instructions: str | None = UNSET,
         tools: Sequence[Tool | Any] = UNSET,
         toolsets: Sequence[Toolset] = UNSET,
+        model_settings: Mapping[str, Any] | None = UNSET,
     ) -> Iterator[None]:
         """Within the ``with`` block, runs of this agent started in this context (its tasks,
         the runs their tools start) use what is given here instead, as pydantic-ai's
         ``agent.override``: ``model``, ``deps`` (over a run's ``deps=``), ``instructions``
         (the agent's, and a run's ``instructions=``, replaced; None: none; its
         ``@agent.system_prompt`` functions stay), ``tools`` (its ``tools=``) and ``toolsets``
-        (its ``toolsets=`` and a run's). An inner ``override`` wins for what it gives; what
+        (its ``toolsets=`` and a run's), ``model_settings`` (its and a run's). An inner ``override`` wins for what it gives; what
         it does not give stays the outer one's. Each value is checked here, as ``Agent(...)``
         checks it (``ConfigurationError``)."""
         given: dict[str, Any] = {}
@@ -325,6 +331,8 @@ class Agent:
             given["tools"] = _tool_dict(self.name, tools)
         if toolsets is not UNSET:
             given["toolsets"] = toolsets_of(f"agent {self.name!r}", toolsets)
+        if model_settings is not UNSET:
+            given["model_settings"] = _model_settings(self.name, model_settings)
         token = self._overrides.set({**(self._overrides.get() or {}), **given})
         try:
             yield
@@ -338,14 +346,21 @@ class Agent:
         model: Model | str | None = None,
         instructions: str | None = None,
         toolsets: Sequence[Toolset] | None = None,
+        model_settings: Mapping[str, Any] | None = None,
     ) -> Agent:
         """This agent as one run of it runs it: its own ``output_type`` (``for_output_type``),
         ``model`` in place of the agent's, ``instructions`` after the agent's (on a line of
         their own, as pydantic-ai joins them), ``toolsets`` beside the agent's, and what an
-        ``override`` around the start gives (which wins over them). The agent itself when
-        there is nothing to change."""
+        ``override`` around the start gives (which wins over them), and ``model_settings``
+        merged over the agent's. The agent itself when there is nothing to change."""
         over = self._overrides.get() or {}
-        if not over and model is None and instructions is None and toolsets is None:
+        if (
+            not over
+            and model is None
+            and instructions is None
+            and toolsets is None
+            and model_settings is None
+        ):
             return self if output_type is None else self.for_output_type(output_type)
         run_agent = copy.copy(self) if output_type is None else self.for_output_type(output_type)
         chosen = over.get("model", model)
@@ -372,6 +387,13 @@ class Agent:
                 self.name, run_agent.function_tools, run_agent.toolsets
             )
             _check_output_tool_names(self.name, run_agent.tools, run_agent.output_tools)
+        if "model_settings" in over:
+            run_agent.model_settings = over["model_settings"]
+        elif model_settings is not None:
+            run_agent.model_settings = {
+                **self.model_settings,
+                **_model_settings(self.name, model_settings),
+            }
         _check_forced_tool(self.name, run_agent.model, run_agent.tools)
         return run_agent
 
@@ -417,7 +439,8 @@ class Agent:
         A caller that stops waiting (a timeout around it, a cancel) cancels the run. The
         keyword arguments are ``Runtime.start``'s: ``output_type=`` gives this run its own
         output type (``for_output_type``), ``model=``, ``instructions=`` and ``toolsets=`` its
-        own model, more instructions and more tools (``for_run``), ``deps=`` its ``ctx.deps``,
+        own model, more instructions and more tools, ``model_settings=`` merged over the
+        agent's (``for_run``), ``deps=`` its ``ctx.deps``,
         ``run_id=``, ``limits=``, ``history=``..."""
         if runtime is None:
             async with private_host() as host:
@@ -509,6 +532,30 @@ def _instructions(name: str, instructions: object) -> str:
             "function with @agent.system_prompt, or steer the run (add_instruction)"
         )
     return instructions
+
+
+#: Settings a model request carries in fields of its own (the conversation, the tools, the
+#: model's name) or that the model decides (whether it streams): not provider settings.
+_NOT_SETTINGS = ("messages", "model", "stream", "tools")
+
+
+def _model_settings(name: str, settings: object) -> dict[str, Any]:
+    """``settings`` as a dict of provider settings (None: none)."""
+    if settings is None:
+        return {}
+    if not isinstance(settings, Mapping) or not all(isinstance(k, str) for k in settings):
+        raise ConfigurationError(
+            f"agent {name!r}: model_settings is a dict of provider settings, e.g. "
+            f"{{'temperature': 0}}; got {kind_of(settings)}"
+        )
+    taken = sorted(set(settings) & set(_NOT_SETTINGS))
+    if taken:
+        raise ConfigurationError(
+            f"agent {name!r}: model_settings cannot set {taken}: a request's messages and tools "
+            "are the run's, its model is the agent's (model=), and a model streams when it was "
+            "made to (LiteLLMModel(stream=True))"
+        )
+    return dict(settings)
 
 
 def _with_toolsets(

@@ -188,6 +188,8 @@ class AgentRecipe(AgentView, Protocol):
     def output_native(self) -> bool: ...
     @property
     def output_prompt(self) -> str | None: ...
+    @property
+    def model_settings(self) -> Mapping[str, Any]: ...
     def for_run(
         self,
         *,
@@ -195,6 +197,7 @@ class AgentRecipe(AgentView, Protocol):
         model: Model | str | None = None,
         instructions: str | None = None,
         toolsets: Sequence[Any] | None = None,
+        model_settings: Mapping[str, Any] | None = None,
     ) -> AgentRecipe: ...
     def deps_for_run(self, deps: Any) -> Any: ...
 
@@ -967,8 +970,7 @@ class AgentRun(RunDriver):
             tools=[t.spec() for t in self.allowed_tools().values()] + self._output_specs,
             model=self.model_name(),
             run_id=self.info.run_id,
-            # The token budget holds on the last call too: the provider is told what is left.
-            settings={} if tokens_left is None else {"max_tokens": tokens_left},
+            settings=_settings(agent.model_settings, tokens_left),
             response_format=agent.output_type if agent.output_native else None,
             stop_retrying=stop,
         )
@@ -1949,6 +1951,18 @@ class AgentRun(RunDriver):
                 yield event
 
 
+def _settings(given: Mapping[str, Any], tokens_left: int | None) -> dict[str, Any]:
+    """A request's settings: the agent's (and the run's) ``model_settings``, and the run's
+    token budget as ``max_tokens`` (on the last call too: the provider is told what is left),
+    or a smaller ``max_tokens`` of theirs."""
+    settings = dict(given)
+    if tokens_left is not None:
+        mine = settings.get("max_tokens")
+        small = isinstance(mine, int) and not isinstance(mine, bool) and mine < tokens_left
+        settings["max_tokens"] = mine if small else tokens_left
+    return settings
+
+
 def _returned(agent: str, hook: str, value: object, expected: type) -> TypeError:
     """The error for a model call or tool call that came back as something else than its
     result (a middleware that forgot to return ``call_next``'s, a model returning text)."""
@@ -2155,9 +2169,10 @@ async def start_agent_run(
     instructions: str | None = None,
     toolsets: Sequence[Any] | None = None,
     deps: Any = None,
+    model_settings: Mapping[str, Any] | None = None,
 ) -> RunHandle:
     """Register a run of ``agent`` (a child of ``parent`` if given) and start its loop.
-    ``output_type``, ``model``, ``instructions`` and ``toolsets`` are the run's own
+    ``output_type``, ``model``, ``instructions``, ``toolsets`` and ``model_settings`` are the run's own
     (``Agent.for_run``, with an ``Agent.override`` around the start); ``deps`` is its
     ``ctx.deps`` (unless an override gives them).
 
@@ -2168,7 +2183,11 @@ async def start_agent_run(
     require_open(runtime)
     _check_start(agent, input, limits, history, thread_id, tools)
     agent = agent.for_run(
-        output_type=output_type, model=model, instructions=instructions, toolsets=toolsets
+        output_type=output_type,
+        model=model,
+        instructions=instructions,
+        toolsets=toolsets,
+        model_settings=model_settings,
     )
     parent_info = _parent_info(runtime, parent)
     granted = frozenset(agent.tools)
