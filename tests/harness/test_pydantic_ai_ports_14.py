@@ -855,3 +855,16 @@ async def test_model_settings_reach_the_provider_through_litellm() -> None:
         (0.25, None),
         (0.75, 3),
     ]
+
+
+async def test_override_and_deps_reach_a_streamed_run() -> None:
+    """Ports the streamed side of test_override_model and test_deps_used
+    (tests/test_streaming.py runs ``agent.run_stream`` under ``override`` throughout): a run
+    streamed with ``run_stream`` takes the override and its ``deps=`` as ``run`` does."""
+    agent = deps_agent()
+    with agent.override(model=calls_every_tool(text="streamed")):
+        events = [e async for e in agent.run_stream("Hi", deps=MyDeps(foo=9, bar=9))]
+    assert events[-1].type == "run.completed"
+    assert events[-1].output_summary == "streamed"
+    results = [e for e in events if e.type == "tool.result"]
+    assert [e.content_summary for e in results] == ["MyDeps(foo=9, bar=9)"]
