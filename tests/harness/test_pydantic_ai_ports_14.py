@@ -868,3 +868,41 @@ async def test_override_and_deps_reach_a_streamed_run() -> None:
     assert events[-1].output_summary == "streamed"
     results = [e for e in events if e.type == "tool.result"]
     assert [e.content_summary for e in results] == ["MyDeps(foo=9, bar=9)"]
+
+
+async def test_agent_delegation_and_dependencies() -> None:
+    """Ports pydantic-ai's "Agent delegation and dependencies" (docs/multi-agent-applications.md,
+    run by its tests/test_examples.py): a tool of the parent runs the delegate as its child
+    with the parent's deps (``SubAgent.invoke(..., runtime=ctx.runtime, parent=ctx.handle,
+    deps=ctx.deps)``), and the delegate's tools read them; its usage rolls up into the
+    parent's, as pydantic-ai's ``usage=ctx.usage`` adds it."""
+
+    @dataclasses.dataclass
+    class ClientAndKey:
+        api_key: str
+
+    def get_jokes_from_api(ctx: RunContext, count: int) -> str:
+        return f"{count} jokes fetched with {ctx.deps.api_key}"
+
+    factory_model = ScriptedModel([tool_call("get_jokes_from_api", count=2), "joke A, joke B"])
+    factory = Agent("joke_factory", factory_model, tools=[get_jokes_from_api])
+
+    async def joke_factory(ctx: RunContext, count: int) -> str:
+        return await SubAgent(factory).invoke(
+            f"Please generate {count} jokes.",
+            runtime=ctx.runtime,
+            parent=ctx.handle,
+            deps=ctx.deps,
+        )
+
+    selection = Agent(
+        "joke_selection",
+        ScriptedModel([tool_call("joke_factory", count=2), "joke B"]),
+        tools=[joke_factory],
+    )
+    result = await selection.run("Tell me a joke.", deps=ClientAndKey(api_key="foobar"))
+    assert result.output == "joke B"
+    assert result.usage["model_calls"] == 4
+    tool_results = [m.content for m in result.messages if m.role == "tool"]
+    assert tool_results == ["joke A, joke B"]
+    assert factory_model.requests[1].messages[-1].content == "2 jokes fetched with foobar"
