@@ -29,7 +29,8 @@ from tinyagents.errors import (
     limit_usage,
 )
 from tinyagents.events.models import Event
-from tinyagents.harness.agent import Agent, check_agent_name
+from tinyagents.harness._agent_args import check_agent_name
+from tinyagents.harness.agent import Agent
 from tinyagents.harness.context import RunContext
 from tinyagents.harness.loop import AgentRun, abandon_child, limit_error, start_agent_run
 from tinyagents.harness.model import Message
