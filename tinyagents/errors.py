@@ -6,7 +6,9 @@
     │   ├── ModelsWithheld             a child's every model was taken from a run above it by steering
     │   ├── ToolsWithheld              a child was started naming tools taken from a run above it by steering
     │   ├── ArgumentError              a call was given a value it does not take (also a ValueError)
-    │   │   └── KeywordArgumentError    ... a keyword it does not take (also a TypeError)
+    │   │   ├── KeywordArgumentError    ... a keyword it does not take (also a TypeError)
+    │   │   └── InvalidNamespaceError   a graph store namespace is empty, or a label is empty, not text or holds a '.'
+    │   ├── SemanticSearchUnsupported  a graph store was asked for semantic search (index=, query=)
     │   └── GraphValidationError       compile() found unknown / unreachable / dead-end nodes, or a
     │                                  thread API was called on a graph compiled without checkpointer
     ├── InvalidCommandError            a SteeringCommand is invalid (also a ValueError)
@@ -139,6 +141,17 @@ class KeywordArgumentError(ArgumentError, TypeError):
     """A call given a keyword it does not take: a ``RunHandle`` control method given a part of
     the command it sets itself (``handle.steer("x", target=...)``). An ``ArgumentError``
     saying what to do instead, and still the ``TypeError`` such a call raised (which it was)."""
+
+
+class InvalidNamespaceError(ArgumentError):
+    """A graph store (``tinyagents.store.longterm``) namespace LangGraph refuses: empty, a
+    label that is empty, not text or holds a ``.``, or (for a put) the reserved first label
+    ``"langgraph"``. A ``ValueError``, as LangGraph's ``InvalidNamespaceError``."""
+
+
+class SemanticSearchUnsupported(ConfigurationError, NotImplementedError):
+    """A graph store was given LangGraph's semantic-search options (``index=``, a search's
+    ``query=``): this store has no embeddings; search with ``filter=`` on stored values."""
 
 
 class BudgetArgumentError(KeywordArgumentError):

@@ -24,6 +24,7 @@ from tinyagents.graph.compiled import CompiledGraph
 from tinyagents.graph.context import NodeContext
 from tinyagents.graph.func import Entrypoint, Task, TaskFuture, entrypoint, task
 from tinyagents.graph.interrupts import Interrupt, is_invalid_resume
+from tinyagents.graph.longterm import get_store
 from tinyagents.graph.reducers import (
     REMOVE_ALL_MESSAGES,
     Overwrite,
@@ -82,6 +83,7 @@ __all__ = [
     "append",
     "default_retry_on",
     "entrypoint",
+    "get_store",
     "interrupt",
     "is_invalid_resume",
     "overwrite",

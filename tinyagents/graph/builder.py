@@ -8,7 +8,7 @@ import types
 import typing
 from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
 from math import inf
-from typing import Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import typing_extensions
 from pydantic import BaseModel
@@ -19,6 +19,7 @@ from tinyagents.graph.agent_node import AgentNode
 from tinyagents.graph.caching import CachePolicy, bind_cache, check_cache, check_policy
 from tinyagents.graph.compiled import CompiledGraph
 from tinyagents.graph.core import Branch, NodeSpec, breakpoint_nodes, recursion_limit_problem
+from tinyagents.graph.longterm import check_store
 from tinyagents.graph.state import StateSchema, read_schema
 from tinyagents.graph.types import END, START, Command, RetryPolicy, WrongKindError, node_name
 from tinyagents.graph.validation import validate
@@ -26,6 +27,9 @@ from tinyagents.harness.agent import Agent
 from tinyagents.protocol.ids import MAX_ID_LENGTH, id_problem, shown_id
 from tinyagents.store.cache.base import BaseCache
 from tinyagents.store.checkpoint.base import Checkpointer
+
+if TYPE_CHECKING:
+    from tinyagents.store.longterm.base import GraphStore
 
 #: The characters a namespace is built with (``"node:task_id"`` segments, ``|``-joined): no
 #: node name may hold one, as in LangGraph, or its sub-graph's namespace would not parse.
@@ -73,9 +77,9 @@ def positional_arity(fn: Callable[..., Any]) -> int:
 
 
 #: the parameters LangGraph fills in by name, past a node's or router's first: its
-#: ``RunnableConfig`` and its ``StreamWriter``; ours gives the ``NodeContext`` there, which
-#: reads as the one and is called as the other
-CONTEXT_PARAMS = ("config", "writer")
+#: ``RunnableConfig`` and its ``StreamWriter``, where ours gives the ``NodeContext``, which
+#: reads as the one and is called as the other; and its ``store`` (``longterm.context_kwargs``)
+CONTEXT_PARAMS = ("config", "writer", "store")
 
 
 def context_params(fn: Callable[..., Any]) -> tuple[bool, tuple[str, ...]]:
@@ -89,7 +93,8 @@ def context_params(fn: Callable[..., Any]) -> tuple[bool, tuple[str, ...]]:
         return False, ()
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     named = tuple(p.name for p in params[1:] if p.name in CONTEXT_PARAMS and p.kind in kinds)
-    if named and not (named == (params[1].name,) and params[1].kind is kinds[0]):
+    # the context alone as the second parameter goes by position; the store only by name
+    if named and not (named == (params[1].name,) != ("store",) and params[1].kind is kinds[0]):
         return True, named
     return bool(named) or positional_arity(fn) >= 2, ()
 
@@ -414,6 +419,7 @@ class StateGraph:
         supervisor: Any = None,
         step_timeout: float | None = None,
         cache: BaseCache | None = None,
+        store: GraphStore | None = None,
     ) -> CompiledGraph:
         """Validate the graph (networkx) and return a runnable ``CompiledGraph``.
 
@@ -444,11 +450,16 @@ class StateGraph:
 
         ``cache``: a ``BaseCache`` (``tinyagents.store.cache``: ``InMemoryCache``,
         ``SqliteCache``) where the nodes added with a ``cache_policy`` keep their writes;
-        ``clear_cache`` empties it."""
+        ``clear_cache`` empties it.
+
+        ``store``: a long-term store (``tinyagents.store.longterm.GraphStore``) the nodes
+        share across threads: a node, router or ``@task`` with a parameter named ``store``
+        gets it, and ``get_store()`` returns it (``graph.store``; see ``graph/longterm.py``)."""
         self._check_routing_agents()
         self._check_agent_keys()
         _check_checkpointer(checkpointer)
         check_cache(cache, "compile")
+        store = check_store(store, "compile")
         if name is not None and not isinstance(name, str):
             raise GraphValidationError(f"compile(name=...) is text, got {type(name).__name__}")
         validate(self)
@@ -482,6 +493,8 @@ class StateGraph:
             step_timeout=step_timeout,
         )
         bind_cache(graph, cache)
+        if store is not None:
+            graph.store = store
         if check_graph is not None:
             graph.supervisor = supervisor
             check_graph(graph)

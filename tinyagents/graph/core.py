@@ -41,6 +41,7 @@ from tinyagents.graph.checkpointing import (
     save,
 )
 from tinyagents.graph.context import NodeContext
+from tinyagents.graph.longterm import context_kwargs
 from tinyagents.graph.reducers import MISSING, Append, LastValue, Overwrite, detach, reduce
 from tinyagents.graph.state import ROOT, StateSchema, managed_values
 from tinyagents.graph.types import END, START, RetryPolicy, Send, node_name
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from tinyagents.graph.caching import CachedNode, CachePolicy
     from tinyagents.store.cache.base import BaseCache
     from tinyagents.store.checkpoint.base import Checkpointer
+    from tinyagents.store.longterm.base import GraphStore
 
 _INTERRUPT_ID = re.compile(r"i-[0-9a-f]{16}")
 #: the ``Head.barriers`` entry of the deferred nodes waiting to run (joins use their index)
@@ -243,6 +245,10 @@ class GraphCore:
                 for name, spec in self.nodes.items()
             }
         self.checkpointer = checkpointer
+        #: The long-term store of ``compile(store=...)`` (``graph/longterm.py``): its nodes'
+        #: ``store`` parameter and ``get_store()``; None without one. (An instance attribute:
+        #: each superstep reads it, and a class attribute read through an instance is slow.)
+        self.store: GraphStore | None = None
         self.name = name
         self.recursion_limit = recursion_limit
         self.task_cancel_policy = task_cancel_policy
@@ -616,7 +622,8 @@ class GraphCore:
     ) -> list[str | Send]:
         try:
             if branch.config_names:
-                out = branch.router(state, **dict.fromkeys(branch.config_names, context))
+                kwargs = context_kwargs(branch.config_names, context, self.store)
+                out = branch.router(state, **kwargs)
             elif branch.takes_config:
                 out = branch.router(state, context)
             else:

@@ -54,6 +54,7 @@ from tinyagents.graph.checkpointing import (
 from tinyagents.graph.context import NodeContext
 from tinyagents.graph.core import breakpoint_nodes, router_context
 from tinyagents.graph.interrupts import Interrupt, invalid_resume_of
+from tinyagents.graph.longterm import current_store, with_store
 from tinyagents.graph.parallel import StepTasks
 from tinyagents.graph.reducers import MISSING, detach
 from tinyagents.graph.state import StateSchema, StateView, managed_values
@@ -370,7 +371,10 @@ class GraphRun:
         # a step nothing of which ran or paused yet (no records) runs all of its tasks
         runnable = [t for t in tasks if t.runnable] if self.head.records else tasks
         try:
-            unfinished = await self._run_step(tasks, runnable)
+            if self.graph.store is None:
+                unfinished = await self._run_step(tasks, runnable)
+            else:
+                unfinished = await self._with_store(tasks, runnable)
         except (Exception, GeneratorExit) as exc:  # a node's
             result = self.result("failed", tasks)  # with what its finished tasks wrote
             result.error = exc
@@ -387,6 +391,16 @@ class GraphRun:
             return Step(kind="failed", tasks=runnable, result=result, error=exc)
         self._applied = tasks
         return Step(kind="applied", tasks=runnable)
+
+    async def _with_store(self, tasks: list[Task], runnable: list[Task]) -> bool:
+        """``_run_step`` with the graph's store as its nodes' (``longterm.get_store``),
+        unless an outer graph's is already: a sub-graph uses the store of the graph it runs
+        in."""
+        store = self.graph.store
+        assert store is not None
+        if current_store() is not None:
+            return await self._run_step(tasks, runnable)
+        return await with_store(store, self._run_step(tasks, runnable))
 
     async def supersteps(
         self, *, started: bool = True, applied: bool = True

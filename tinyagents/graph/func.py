@@ -55,6 +55,7 @@ from tinyagents.graph.compiled import CompiledGraph
 from tinyagents.graph.context import NodeContext
 from tinyagents.graph.func_stream import TASK_ARGS, EntryStream
 from tinyagents.graph.interrupts import Interrupt
+from tinyagents.graph.longterm import check_store, context_kwargs
 from tinyagents.graph.types import (
     END,
     START,
@@ -66,7 +67,7 @@ from tinyagents.store.cache.base import BaseCache
 from tinyagents.store.checkpoint.base import Checkpointer
 
 if TYPE_CHECKING:
-    pass
+    from tinyagents.store.longterm.base import GraphStore
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -243,7 +244,7 @@ def _given_context(
         return kwargs
     if threaded:
         ctx._loop = asyncio.get_running_loop()
-    return {**dict.fromkeys(missing, ctx), **kwargs}
+    return {**context_kwargs(tuple(missing), ctx), **kwargs}
 
 
 class Task(Generic[T]):
@@ -589,12 +590,15 @@ class entrypoint:
         name: str | None = None,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
         cache: BaseCache | None = None,
+        store: GraphStore | None = None,
     ) -> None:
         self.checkpointer = checkpointer
         self.name = name
         self.retry_policy = retry_policy
         #: where its ``@task(cache_policy=...)`` calls keep their results
         self.cache = check_cache(cache, "entrypoint")
+        #: the long-term store its function and tasks get (``compile(store=...)``'s)
+        self.store = check_store(store, "entrypoint")
 
     def __call__(self, func: Callable[..., Any]) -> Entrypoint:
         if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
@@ -656,7 +660,10 @@ class entrypoint:
         builder = _EntryBuilder(state).add_node(node_name, node, retry_policy=self.retry_policy)
         builder.add_edge(START, node_name).add_edge(node_name, END)
         made = builder.compile(
-            checkpointer=self.checkpointer, name=self.name or node_name, cache=self.cache
+            checkpointer=self.checkpointer,
+            name=self.name or node_name,
+            cache=self.cache,
+            store=self.store,
         )
         assert isinstance(made, Entrypoint)
         return made

@@ -37,6 +37,7 @@ from tinyagents.graph.checkpointing import Planned
 from tinyagents.graph.context import NodeContext
 from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.state import ROOT
+from tinyagents.graph.longterm import context_kwargs
 from tinyagents.graph.types import START, UNSET, Command, Send
 
 if TYPE_CHECKING:
@@ -390,8 +391,8 @@ async def _invoke(run: TaskRun, task: Task, attempt: int) -> Any:
                 _run=run,
             )
             args: tuple[Any, ...] = (arg, ctx)
-            if spec.ctx_names:  # config / writer, by name, as LangGraph fills them in
-                fn, args = functools.partial(fn, **dict.fromkeys(spec.ctx_names, ctx)), (arg,)
+            if spec.ctx_names:  # config / writer / store, by name, as LangGraph fills them in
+                fn, args = functools.partial(fn, **context_kwargs(spec.ctx_names, ctx)), (arg,)
             if threaded:
                 ctx._loop = asyncio.get_running_loop()
                 out = await in_own_thread(_threaded, ctx._loop, fn, *args, name=f"node {task.node}")
