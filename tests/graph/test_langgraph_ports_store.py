@@ -1017,6 +1017,9 @@ def test_compile_refuses_what_is_not_a_graph_store() -> None:
         builder.compile(store={})  # type: ignore[arg-type]
     with pytest.raises(GraphValidationError, match="GraphStore"):
         entrypoint(store="sqlite:///x.db")  # type: ignore[arg-type]
+    langgraph_memory = pytest.importorskip("langgraph.store.memory")
+    with pytest.raises(GraphValidationError, match="LangGraph's stores are not taken"):
+        builder.compile(store=langgraph_memory.InMemoryStore())
 
 
 async def test_overriding_injectable_args_with_async_task(make_store: Factory) -> None:
@@ -1056,3 +1059,43 @@ def test_the_docs_example_runs(tmp_path: Path, run_script: Any) -> None:
     done = run_script(block, tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["['billing', 'refunds']"]
+
+
+async def test_the_store_reaches_every_way_a_graph_runs(tmp_path: Path) -> None:
+    """Streamed, in a runtime, a sync node on a worker thread (``timeout=``), a sync
+    ``@task`` and a sync ``@entrypoint``: each gets the graph's store."""
+    from tinyagents import Runtime
+
+    store = MemoryGraphStore()
+    seen: list[Any] = []
+
+    def threaded(state: Count, store: GraphStore) -> Count:
+        seen.append((store, get_store()))
+        return {"count": 1}
+
+    graph = (
+        StateGraph(Count)
+        .add_node("n", threaded, timeout=30)
+        .add_edge(START, "n")
+        .compile(store=store, checkpointer=MemoryCheckpointer())
+    )
+    items = [item async for item in graph.stream({"count": 0}, thread_id="s", mode="updates")]
+    assert items and seen == [(store, store)]
+    async with Runtime() as rt:
+        handle = await rt.start_graph(graph, {"count": 0}, thread_id="r")
+        assert (await handle.result()).status.value == "completed"
+    assert seen == [(store, store)] * 2
+
+    @task
+    def sync_task(n: int, store: GraphStore) -> int:
+        seen.append((store, get_store()))
+        return n
+
+    @entrypoint(store=store, checkpointer=MemoryCheckpointer())
+    def sync_entry(n: int, store: GraphStore) -> int:
+        seen.append((store, get_store()))
+        return sync_task(n).result()
+
+    result = await sync_entry.run(5, thread_id="e")
+    assert result.state == 5
+    assert seen == [(store, store)] * 4
