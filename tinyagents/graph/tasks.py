@@ -36,8 +36,8 @@ from tinyagents.graph._context import (
 from tinyagents.graph.checkpointing import Planned
 from tinyagents.graph.context import NodeContext
 from tinyagents.graph.interrupts import Interrupt
-from tinyagents.graph.state import ROOT
 from tinyagents.graph.longterm import context_kwargs
+from tinyagents.graph.state import ROOT
 from tinyagents.graph.types import START, UNSET, Command, Send
 
 if TYPE_CHECKING:
