@@ -20,6 +20,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tinyagents._record import FrozenRecord
 from tinyagents.errors import ArgumentError, GraphValidationError, InvalidUpdateError
 from tinyagents.graph.checkpointing import decode_result, result_write
 from tinyagents.graph.types import UNSET
@@ -83,8 +84,8 @@ def default_cache_key(*args: Any, **kwargs: Any) -> bytes:
     return pickle.dumps((_freeze(args), _freeze(kwargs)), protocol=5, fix_imports=False)
 
 
-@dataclass(frozen=True, slots=True)
-class CachePolicy:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class CachePolicy(FrozenRecord):
     """How a node's writes are cached (``add_node(..., cache_policy=CachePolicy())``).
 
     ``key_func``: the node's input (a ``@task``'s arguments) -> ``str`` or ``bytes``; equal
@@ -140,8 +141,8 @@ def task_namespace(func: Callable[..., Any]) -> Namespace:
     return (WRITES_NS, _identifier(func))
 
 
-@dataclass(frozen=True, slots=True)
-class CachedNode:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class CachedNode(FrozenRecord):
     """A node's cache as its compiled graph binds it (``NodeSpec.cache``)."""
 
     cache: BaseCache
