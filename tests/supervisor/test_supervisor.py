@@ -223,16 +223,44 @@ async def test_an_agents_own_spec_supervises_it_in_a_plain_runtime() -> None:
     assert result.status is RunStatus.ABORTED
 
 
-def test_an_agents_spec_counting_a_tool_the_agent_lacks_is_refused() -> None:
+async def test_an_agents_spec_counting_a_tool_the_agent_lacks_is_refused_before_a_run() -> None:
     # its runs only ever narrow the agent's tools, so the rule could never fire: a misspelt
-    # tool name left the agent without that rule, and nothing said so
+    # tool name left the agent without that rule, and nothing said so. Checked when a run
+    # starts (the agent's tools are complete then: ``@agent.tool`` adds them after), and
+    # nothing starts.
     spec = SupervisorSpec(rules=[{"when": "tool_repeated", "tool": "serach", "count": 2}])
-    with pytest.raises(ConfigurationError, match=r"'serach'.*\(search\)"):
-        Agent("a", ScriptedModel([reply("x")]), tools=[search], supervisor=spec)
-    with pytest.raises(ConfigurationError, match="no tools"):
-        Agent("a", ScriptedModel([reply("x")]), supervisor=spec)
+    model = ScriptedModel([reply("x")])
+    recorder = EventRecorder()
+    async with Runtime(sinks=[recorder]) as rt:
+        agent = Agent("a", model, tools=[search], supervisor=spec)
+        with pytest.raises(ConfigurationError, match=r"'serach'.*\(search\)"):
+            await rt.start(agent, "go")
+        with pytest.raises(ConfigurationError, match="no tools"):
+            await Agent("a", model, supervisor=spec).run("go", runtime=rt)
+        assert rt.runs.list() == [] and recorder.events == [] and model.requests == []
     fine = SupervisorSpec(rules=[{"when": "tool_repeated", "tool": "search"}])
-    assert Agent("a", ScriptedModel([reply("x")]), tools=[search], supervisor=fine).supervisor
+    agent = Agent("a", ScriptedModel([reply("x")]), tools=[search], supervisor=fine)
+    assert (await agent.run("go")).status is RunStatus.COMPLETED
+
+
+async def test_a_rule_counts_a_tool_added_with_agent_tool_after_the_agent_was_made() -> None:
+    # found: the spec was checked when the agent was made, so a pydantic-ai style agent
+    # (``@agent.tool`` below ``Agent(...)``) could not be supervised by a rule naming its tool
+    spec = SupervisorSpec(
+        rules=[{"when": "tool_repeated", "tool": "fetch", "count": 2}], on_violation="abort"
+    )
+    agent = Agent("a", ScriptedModel([tool_call("fetch"), tool_call("fetch")]), supervisor=spec)
+
+    @agent.tool_plain
+    def fetch() -> str:
+        """Fetch it."""
+        return "fetched"
+
+    recorder = EventRecorder()
+    async with Runtime(sinks=[recorder]) as rt:
+        result = await (await rt.start(agent, "go")).result()
+    assert result.status is RunStatus.ABORTED
+    assert [e.rule for e in recorder.of_type("supervisor.rule_fired")] == ["tool_repeated"]
 
 
 # --------------------------------------------------------------------------- pause dwell cap

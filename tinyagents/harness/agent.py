@@ -156,9 +156,6 @@ class Agent:
         self.tools = with_toolsets(name, self.function_tools, self.toolsets)
         check_output_tool_names(name, self.tools, spec.tools)
         check_forced_tool(name, self.model, self.tools)
-        check_agent = getattr(supervisor, "check_agent", None)
-        if check_agent is not None:  # a rule for a tool the agent lacks would never fire
-            check_agent(name, frozenset(self.tools))
         self.limits = limits or RunLimits()
         self.middleware = middleware_list(middleware)
         self.models = model_names(models) if models else None
@@ -366,6 +363,7 @@ class Agent:
             and toolsets is None
             and model_settings is None
         ):
+            self._check_rule_tools(self.tools)
             return self if output_type is None else self.for_output_type(output_type)
         run_agent = copy.copy(self) if output_type is None else self.for_output_type(output_type)
         chosen = over.get("model", model)
@@ -398,7 +396,17 @@ class Agent:
                 **checked_model_settings(self.name, model_settings),
             }
         check_forced_tool(self.name, run_agent.model, run_agent.tools)
+        self._check_rule_tools(run_agent.tools)
         return run_agent
+
+    def _check_rule_tools(self, run_tools: Mapping[str, Tool]) -> None:
+        """A ``tool_repeated`` rule of the agent's own spec counting a tool neither the agent
+        nor this run has could never fire (its runs only narrow their tools): a
+        ``SupervisorSpecError`` before the run starts. Checked when a run starts, not when the
+        agent is made: ``@agent.tool`` and a run's ``toolsets`` add tools after."""
+        check_agent = getattr(self.supervisor, "check_agent", None)
+        if check_agent is not None:
+            check_agent(self.name, frozenset(self.tools.keys() | run_tools.keys()))
 
     def deps_for_run(self, deps: Any) -> Any:
         """The ``deps`` a run given ``deps`` has: an ``override(deps=...)`` around its start
