@@ -6,7 +6,8 @@
         assert server.requests[1]["messages"][-1]["role"] == "tool"
 
 Each ``POST /v1/chat/completions`` takes the next scripted reply: a string (the assistant's
-text), a ``ModelResponse`` (text and tool calls, e.g. from ``reply``/``tool_call``), an
+text), a ``ModelResponse`` (text and tool calls, e.g. from ``reply``/``tool_call``; its
+``thinking`` sent as ``reasoning_content``, streamed before the text, as DeepSeek sends it), an
 ``ErrorReply`` (an HTTP error), a ``dict`` (returned verbatim as the JSON body), a ``Fault``
 (faulty mode: a delay, a body that is not JSON, an empty ``choices`` list, any status), or a
 callable of the request body returning one of those (one that raises is answered with a 400
@@ -425,7 +426,7 @@ class OpenAICompatServer:
         """A stream with no choices: only the usage chunk (what a content filter leaves)."""
         stream = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await stream.prepare(request)
-        chunk = {
+        chunk: dict[str, Any] = {
             "id": f"chatcmpl-{number:04d}",
             "object": "chat.completion.chunk",
             "created": _CREATED,
@@ -531,6 +532,8 @@ class OpenAICompatServer:
         usage: dict[str, int],
     ) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": response.text or None}
+        if response.thinking:
+            message["reasoning_content"] = response.thinking
         if response.tool_calls:
             message["tool_calls"] = [
                 {
@@ -592,6 +595,9 @@ class OpenAICompatServer:
 def _deltas(response: ModelResponse) -> Iterator[tuple[dict[str, Any], str | None]]:
     """The stream of ``(delta, finish_reason)`` OpenAI would send for ``response``."""
     yield {"role": "assistant", "content": ""}, None
+    thoughts = response.thinking.split(" ") if response.thinking else []
+    for i, word in enumerate(thoughts):
+        yield {"reasoning_content": word if i == 0 else " " + word}, None
     words = response.text.split(" ") if response.text else []
     for i, word in enumerate(words):
         yield {"content": word if i == 0 else " " + word}, None
@@ -642,7 +648,7 @@ def _usage(body: dict[str, Any], response: ModelResponse) -> dict[str, int]:
     usage = response.usage
     if usage == Usage():
         prompt = sum(_words(message.get("content")) for message in body.get("messages", []))
-        completion = count_tokens(response.text) + sum(
+        completion = count_tokens(response.thinking + " " + response.text) + sum(
             1 + count_tokens(_arguments(call)) for call in response.tool_calls
         )
         usage = Usage(input_tokens=prompt, output_tokens=completion)

@@ -184,14 +184,16 @@ class ModelEvent(Event):
 
 @record(slots=True, kw_only=True, eq=False, repr=False)
 class ModelDeltaEvent(Event):
-    """A piece of a model's answer while it streams: text, or part of a tool call's arguments
-    (joined, a call's ``args_delta``s are its arguments as JSON text). Published only for a
-    model that streams (``Model.streams``); the ``model.response`` event still follows."""
+    """A piece of a model's answer while it streams: text, thinking (a reasoning model's,
+    never in ``text``), or part of a tool call's arguments (joined, a call's ``args_delta``s
+    are its arguments as JSON text). Published only for a model that streams
+    (``Model.streams``); the ``model.response`` event still follows."""
 
     type: Literal["model.delta"]
     request_id: str
     agent_id: str | None = None
     text: str = ""
+    thinking: str = ""
     #: The tool call an argument delta belongs to (its position in the response).
     tool_call_index: int | None = None
     #: On a call's first piece: its id and the tool's name.

@@ -22,6 +22,14 @@ of a tool call's arguments as a ``model.delta`` event while the provider generat
 calls, usage, cost) that ``request`` returns, once ``litellm_stream.ToolCallFragments`` has
 told the tool calls apart (the builder joins fragments by index alone, and some servers send
 every call at index 0). ``stream=False`` asks for whole responses.
+
+A reasoning model's thinking is kept apart from its answer (``ModelResponse.thinking``,
+``StreamChunk.thinking_delta``): the provider's ``reasoning_content`` (or ``thinking_blocks``),
+and a ``<think>`` block the content starts with (``tinyagents.harness.thinking``). It stays in
+the transcript (``Message.thinking``) and is not sent back: pydantic-ai's OpenAI model sends
+it back (in the field it came in, or in tags in the content), but DeepSeek's API refuses a
+``reasoning_content`` in the messages it is sent, the Qwen3 and DeepSeek-R1 chat templates drop
+an earlier turn's thinking themselves, and sent back it is paid for again as prompt tokens.
 """
 
 from __future__ import annotations
@@ -66,7 +74,14 @@ from tinyagents.harness.litellm_errors import (
     unpacking_failed,
     where,
 )
-from tinyagents.harness.litellm_stream import NAMELESS, RefusalWatch, ToolCallFragments, pieces
+from tinyagents.harness.litellm_stream import (
+    NAMELESS,
+    RefusalWatch,
+    ToolCallFragments,
+    held_back,
+    pieces,
+    reasoning_of,
+)
 from tinyagents.harness.model import (
     Message,
     Model,
@@ -80,6 +95,7 @@ from tinyagents.harness.model import (
     parse_arguments,
 )
 from tinyagents.harness.output import without_property_titles
+from tinyagents.harness.thinking import ThinkTagSplitter, joined, split_thinking
 from tinyagents.harness.tools import PARALLEL_PSEUDO_TOOL, is_tool_name
 
 T = TypeVar("T")
@@ -192,10 +208,11 @@ class LiteLLMModel(Model):
         chunks, received = opened.chunks, opened.received
         calls = ToolCallFragments()
         broke_off_whole = False
+        tags = ThinkTagSplitter()
         try:
             for chunk in received:
                 calls.see(chunk)
-                for piece in pieces(chunk):
+                for piece in pieces(chunk, tags):
                     yield piece
             while not opened.ended:
                 try:
@@ -204,7 +221,7 @@ class LiteLLMModel(Model):
                     break
                 received.append(chunk)
                 calls.see(chunk)
-                for piece in pieces(chunk):
+                for piece in pieces(chunk, tags):
                     yield piece
         except Exception as exc:
             error = broke_off(
@@ -226,6 +243,8 @@ class LiteLLMModel(Model):
         finally:
             # A consumer that stops early (or is cancelled) must still release the connection.
             await chunks.aclose()
+        for piece in held_back(tags):  # text a tag split held back, of a whole answer too
+            yield piece
         try:
             calls.name_calls()
             raw = litellm.stream_chunk_builder(received, messages=kwargs["messages"])
@@ -770,7 +789,7 @@ def _counted(raw: Any, litellm: Any, kwargs: dict[str, Any], message: Any) -> Us
     request is free), counted by litellm's tokenizer as ``stream_chunk_builder`` counts a
     stream sent without usage. Taken at its word, the run's token budget never ran down."""
     model = kwargs["model"]
-    written = message.content or ""
+    written = reasoning_of(message) + (message.content or "")
     for call in message.tool_calls or []:
         function = getattr(call, "function", None)
         if function is not None:
@@ -833,8 +852,15 @@ def _parse_response(raw: Any, litellm: Any, kwargs: dict[str, Any]) -> ModelResp
     if usage.input_tokens == 0 and usage.output_tokens == 0:
         usage = _counted(raw, litellm, kwargs, message)
     usage.cost = _cost(raw, litellm)
+    tagged, text = split_thinking(message.content or "")
+    thinking = joined(reasoning_of(message).strip(), tagged)
+    if thinking:
+        # litellm takes a leading <think> block out of a whole answer itself, into
+        # reasoning_content, and leaves the blank line that followed it
+        text = text.lstrip()
     return ModelResponse(
-        text=message.content or "",
+        text=text,
+        thinking=thinking,
         tool_calls=tool_calls,
         usage=usage,
         model=getattr(raw, "model", None),
@@ -919,7 +945,7 @@ async def _open_stream(
                 opened.ended = True
                 break
             opened.received.append(chunk)
-            if any(True for _ in pieces(chunk)):
+            if any(True for _ in pieces(chunk)):  # no splitter: pieces are read again
                 break
     except BaseException as exc:
         await chunks.aclose()
@@ -941,7 +967,9 @@ def _carries_content(chunk: Any) -> bool:
     if not chunk.choices:
         return False
     delta = chunk.choices[0].delta
-    return bool(delta.role or delta.content or getattr(delta, "tool_calls", None))
+    return bool(
+        delta.role or delta.content or getattr(delta, "tool_calls", None) or reasoning_of(delta)
+    )
 
 
 def _content_type(chunks: Any) -> str:

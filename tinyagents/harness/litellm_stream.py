@@ -20,6 +20,7 @@ from typing import Any
 
 from tinyagents._record import Record
 from tinyagents.harness.model import StreamChunk
+from tinyagents.harness.thinking import ThinkTagSplitter
 
 #: The name a tool call that came without one is given in the conversation (strict servers
 #: refuse a null name); its result says it is an unknown tool, and which ones there are.
@@ -175,14 +176,24 @@ class RefusalWatch(Record):
         return said if said.strip() else None
 
 
-def pieces(chunk: Any) -> Iterator[StreamChunk]:
-    """The ``StreamChunk``s of one litellm chunk: its text, then each tool-call fragment."""
+def pieces(chunk: Any, tags: ThinkTagSplitter | None = None) -> Iterator[StreamChunk]:
+    """The ``StreamChunk``s of one litellm chunk: its thinking (``reasoning_content``), its
+    text, then each tool-call fragment. ``tags``, the stream's splitter, takes a ``<think>``
+    block at the start of the content apart from the text (``ThinkTagSplitter``)."""
     if not chunk.choices:
         return
     delta = chunk.choices[0].delta
+    reasoning = reasoning_of(delta)
+    if reasoning:
+        yield StreamChunk(thinking_delta=reasoning)
     if delta.content:
-        yield StreamChunk(text_delta=delta.content)
-    for position, fragment in enumerate(getattr(delta, "tool_calls", None) or []):
+        thinking, text = ("", delta.content) if tags is None else tags.feed(delta.content)
+        if thinking or text:
+            yield StreamChunk(thinking_delta=thinking, text_delta=text)
+    fragments = getattr(delta, "tool_calls", None) or []
+    if fragments and tags is not None:
+        yield from held_back(tags)  # text held back as a possible tag comes before the calls
+    for position, fragment in enumerate(fragments):
         function = getattr(fragment, "function", None)  # a custom tool call has none
         yield StreamChunk(
             tool_call_index=fragment.index if fragment.index is not None else position,
@@ -190,3 +201,27 @@ def pieces(chunk: Any) -> Iterator[StreamChunk]:
             tool_name=(function.name if function is not None else None) or None,
             args_delta=(function.arguments if function is not None else None) or "",
         )
+
+
+def held_back(tags: ThinkTagSplitter) -> Iterator[StreamChunk]:
+    """What ``tags`` held back as a possible tag, as a piece (none if it held nothing)."""
+    thinking, text = tags.flush()
+    if thinking or text:
+        yield StreamChunk(thinking_delta=thinking, text_delta=text)
+
+
+def reasoning_of(message: Any) -> str:
+    """The thinking a provider sent beside the content of a message or a delta: litellm's
+    ``reasoning_content`` (DeepSeek, vLLM's and Ollama's reasoning parsers, and what litellm
+    maps other providers' to), else the text of Anthropic's ``thinking_blocks``, else the
+    ``reasoning`` field some OpenAI-compatible servers use; ``""`` for none."""
+    reasoning = getattr(message, "reasoning_content", None)
+    if isinstance(reasoning, str) and reasoning:
+        return reasoning
+    blocks = getattr(message, "thinking_blocks", None)
+    if isinstance(blocks, list):
+        said = "".join(block.get("thinking") or "" for block in blocks if isinstance(block, dict))
+        if said:
+            return said
+    reasoning = getattr(message, "reasoning", None)
+    return reasoning if isinstance(reasoning, str) else ""

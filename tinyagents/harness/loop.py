@@ -1157,7 +1157,7 @@ class AgentRun(RunDriver):
                 chunk = dataclasses.replace(chunk, tool_call_id=call_id)
             named[index] = call_id
             for_this.add(call_id)
-        if chunk.text_delta or chunk.args_delta or chunk.tool_name:
+        if chunk.text_delta or chunk.thinking_delta or chunk.args_delta or chunk.tool_name:
             self._emit_delta(request_id, chunk)
         return chunk.response
 
@@ -1168,6 +1168,7 @@ class AgentRun(RunDriver):
             request_id=request_id,
             agent_id=self.info.agent_id,
             text=chunk.text_delta,
+            thinking=chunk.thinking_delta,
             tool_call_index=chunk.tool_call_index,
             tool_call_id=chunk.tool_call_id,
             tool_name=chunk.tool_name,

@@ -105,7 +105,12 @@ def _quoted(text: str) -> str:
 
 @record(slots=True, kw_only=True, eq=False, repr=False)
 class Message(Record):
-    """One entry of a conversation, in the provider-neutral shape of the OpenAI chat format."""
+    """One entry of a conversation, in the provider-neutral shape of the OpenAI chat format.
+
+    ``thinking`` is what a reasoning model thought before this answer (an assistant
+    message's, from its ``ModelResponse``): kept in the transcript for a reader, and not sent
+    back to the model (``LiteLLMModel`` sends ``content`` and tool calls only).
+    """
 
     role: Role
     content: str = ""
@@ -113,6 +118,7 @@ class Message(Record):
     tool_call_id: str | None = None
     name: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    thinking: str = ""
 
 
 @record(slots=True, kw_only=True, eq=False, repr=False)
@@ -199,7 +205,13 @@ CUT_OFF = {
 
 @record(slots=True, kw_only=True, eq=False, repr=False)
 class ModelResponse(Record):
-    """What the model answered: text, tool calls, or both."""
+    """What the model answered: text, tool calls, or both.
+
+    ``thinking`` is a reasoning model's thinking, apart from ``text`` (which is the answer,
+    and all that text or structured output is read from): a provider's ``reasoning_content``
+    (or Anthropic's ``thinking_blocks``), and a ``<think>`` block the content started with
+    (``tinyagents.harness.thinking``). Its tokens are in ``usage`` as the provider counted them.
+    """
 
     text: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
@@ -207,10 +219,16 @@ class ModelResponse(Record):
     model: str | None = None
     finish_reason: str | None = None
     raw: Any = None
+    thinking: str = ""
 
     def to_message(self) -> Message:
-        """The assistant message to append to the conversation."""
-        return Message(role="assistant", content=self.text, tool_calls=list(self.tool_calls))
+        """The assistant message to append to the conversation (its thinking with it)."""
+        return Message(
+            role="assistant",
+            content=self.text,
+            tool_calls=list(self.tool_calls),
+            thinking=self.thinking or "",
+        )
 
 
 def answer_problem(response: ModelResponse) -> str | None:
@@ -242,6 +260,8 @@ def answer_problem(response: ModelResponse) -> str | None:
         count = getattr(usage, name)
         if isinstance(count, bool) or not isinstance(count, int):
             return _holds(f"usage.{name}", count, "a whole number of tokens")
+    if response.thinking is not None and not isinstance(response.thinking, str):
+        return _holds("thinking", response.thinking, "the model's thinking ('' for none)")
     for name in ("model", "finish_reason"):
         value = getattr(response, name)
         if value is not None and not isinstance(value, str):
@@ -266,9 +286,12 @@ class StreamChunk(Record):
     ``usage`` is what the response has used so far, for a provider that reports it while it
     streams (the prompt's tokens on the first chunk, say): the agent loop stops the stream on
     the chunk that takes the run past a token budget, before that chunk is published.
+
+    ``thinking_delta`` is a piece of a reasoning model's thinking (never in ``text_delta``).
     """
 
     text_delta: str = ""
+    thinking_delta: str = ""
     tool_call_index: int | None = None
     tool_call_id: str | None = None
     tool_name: str | None = None
@@ -304,4 +327,6 @@ class Model(ABC):
         The default does not stream: it yields one chunk holding the whole response.
         """
         response = await self.request(request)
-        yield StreamChunk(text_delta=response.text, response=response)
+        yield StreamChunk(
+            text_delta=response.text, thinking_delta=response.thinking or "", response=response
+        )
