@@ -285,8 +285,10 @@ _PIECES = re.compile(r"^\s+|\S+\s*")
 
 def stream_chunks(response: ModelResponse, *, args_piece: int = 8) -> list[StreamChunk]:
     """The delta chunks of a streamed ``response`` (without the last chunk, which carries the
-    response itself): its text word by word, then each tool call, id and name first."""
-    chunks = [StreamChunk(text_delta=piece) for piece in stream_text(response.text)]
+    response itself): its thinking and then its text word by word, then each tool call, id
+    and name first."""
+    chunks = [StreamChunk(thinking_delta=piece) for piece in stream_text(response.thinking)]
+    chunks += [StreamChunk(text_delta=piece) for piece in stream_text(response.text)]
     for index, call in enumerate(response.tool_calls):
         chunks.append(StreamChunk(tool_call_index=index, tool_call_id=call.id, tool_name=call.name))
         # a call may carry its arguments as JSON text already, as a provider sends them

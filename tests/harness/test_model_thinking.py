@@ -27,7 +27,7 @@ from tinyagents import Agent, LiteLLMModel, RunStatus, Runtime
 from tinyagents.events import ModelDeltaEvent
 from tinyagents.harness import Message, ModelRequest, ModelResponse, Usage
 from tinyagents.harness.thinking import ThinkTagSplitter, split_thinking
-from tinyagents.testkit import EventRecorder, OpenAICompatServer, RawStream
+from tinyagents.testkit import EventRecorder, OpenAICompatServer, RawStream, ScriptedModel
 
 
 class City(BaseModel):
@@ -166,6 +166,43 @@ async def test_reasoning_content_is_thinking_and_usage_is_the_servers(stream: bo
 
     assert (response.text, response.thinking) == ("Paris.", "France's capital is Paris.")
     assert (response.usage.input_tokens, response.usage.output_tokens) == (7, 42)
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        {"reasoning_content": "mapped"},
+        {"reasoning": "mapped"},  # OpenRouter's and newer vLLM's name for it
+        {"thinking_blocks": [{"type": "thinking", "thinking": "mapped", "signature": "s"}]},
+    ],
+)
+async def test_each_providers_reasoning_field_is_thinking(field: dict[str, Any]) -> None:
+    delta = {k: v for k, v in field.items() if k != "thinking_blocks"} or {"reasoning": "mapped"}
+    script = [
+        completion("answer", **field),
+        RawStream(deltas=[delta, {"content": "answer"}], finish_reason="stop"),
+    ]
+    ask = ModelRequest(messages=[Message(role="user", content="q")])
+    async with OpenAICompatServer(script) as server:
+        whole = await model_for(server, stream=False).request(ask)
+        chunks = [chunk async for chunk in model_for(server).stream(ask)]
+
+    streamed = chunks[-1].response
+    assert streamed is not None
+    for response in (whole, streamed):
+        assert (response.text, response.thinking) == ("answer", "mapped")
+    assert [c.thinking_delta for c in chunks if c.thinking_delta] == ["mapped"]
+
+
+async def test_a_scripted_model_streams_its_thinking_before_its_text() -> None:
+    answer = ModelResponse(text="Paris.", thinking="the capital of France")
+    result, deltas = await run(Agent("a", ScriptedModel([answer], stream=True)))
+
+    assert result.output == "Paris." and result.messages[-1].thinking == answer.thinking
+    assert "".join(d.thinking for d in deltas) == answer.thinking
+    assert "".join(d.text for d in deltas) == "Paris."
+    last_thought = max(i for i, d in enumerate(deltas) if d.thinking)
+    assert all(not d.text for d in deltas[: last_thought + 1])
 
 
 async def test_thinking_is_kept_in_the_transcript_and_not_sent_back() -> None:
