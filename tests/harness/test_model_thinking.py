@@ -27,7 +27,13 @@ from tinyagents import Agent, LiteLLMModel, RunStatus, Runtime
 from tinyagents.events import ModelDeltaEvent
 from tinyagents.harness import Message, ModelRequest, ModelResponse, Usage
 from tinyagents.harness.thinking import ThinkTagSplitter, split_thinking
-from tinyagents.testkit import EventRecorder, OpenAICompatServer, RawStream, ScriptedModel
+from tinyagents.testkit import (
+    EventRecorder,
+    FunctionModel,
+    OpenAICompatServer,
+    RawStream,
+    ScriptedModel,
+)
 
 
 class City(BaseModel):
@@ -297,3 +303,11 @@ def test_the_streamed_split_is_the_whole_split(parts: list[str], cuts: list[int]
     thinking, text = split_thinking(content)
     assert "".join(t for _, t in said) == text
     assert "".join(t for t, _ in said).strip() == thinking == splitter.thinking
+
+
+async def test_a_custom_models_thinking_that_is_no_text_fails_the_run_naming_it() -> None:
+    model = FunctionModel(lambda request: ModelResponse(text="ok", thinking=3))  # type: ignore[arg-type]
+    result, _ = await run(Agent("a", model))
+
+    assert result.status == RunStatus.FAILED
+    assert "its thinking holds int 3" in str(result.error)
