@@ -13,6 +13,10 @@ result = await graph.run({"topic": "x"}, thread_id="t1")
 if result.status == "interrupted":
     result = await graph.run(Command(resume={result.interrupts[0].id: "ok"}), thread_id="t1")
 
+A node taking a parameter named ``runtime`` gets a ``GraphRuntime`` (LangGraph's ``Runtime``:
+the run's ``context=``, checked against ``StateGraph(..., context_schema=...)``, and its
+stream writer); ``get_runtime()`` and ``get_stream_writer()`` read it inside a node or task.
+
 LangGraph's functional API, ``@entrypoint`` and ``@task`` (``tinyagents.graph.func``), makes a
 one-node graph of a function whose task calls are saved with the thread.
 """
@@ -23,6 +27,7 @@ from tinyagents.graph.caching import CachePolicy
 from tinyagents.graph.compiled import CompiledGraph
 from tinyagents.graph.context import NodeContext
 from tinyagents.graph.func import Entrypoint, Task, TaskFuture, entrypoint, task
+from tinyagents.graph.graph_runtime import GraphRuntime, get_runtime, get_stream_writer
 from tinyagents.graph.interrupts import Interrupt, is_invalid_resume
 from tinyagents.graph.longterm import get_store
 from tinyagents.graph.reducers import (
@@ -63,6 +68,7 @@ __all__ = [
     "CompiledGraph",
     "Entrypoint",
     "GraphResult",
+    "GraphRuntime",
     "GraphStatus",
     "Interrupt",
     "IsLastStep",
@@ -83,7 +89,9 @@ __all__ = [
     "append",
     "default_retry_on",
     "entrypoint",
+    "get_runtime",
     "get_store",
+    "get_stream_writer",
     "interrupt",
     "is_invalid_resume",
     "overwrite",

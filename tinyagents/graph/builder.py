@@ -19,6 +19,7 @@ from tinyagents.graph.agent_node import AgentNode
 from tinyagents.graph.caching import CachePolicy, bind_cache, check_cache, check_policy
 from tinyagents.graph.compiled import CompiledGraph
 from tinyagents.graph.core import Branch, NodeSpec, breakpoint_nodes, recursion_limit_problem
+from tinyagents.graph.graph_runtime import check_context_schema
 from tinyagents.graph.longterm import check_store
 from tinyagents.graph.state import StateSchema, read_schema
 from tinyagents.graph.types import END, START, Command, RetryPolicy, WrongKindError, node_name
@@ -78,23 +79,29 @@ def positional_arity(fn: Callable[..., Any]) -> int:
 
 #: the parameters LangGraph fills in by name, past a node's or router's first: its
 #: ``RunnableConfig`` and its ``StreamWriter``, where ours gives the ``NodeContext``, which
-#: reads as the one and is called as the other; and its ``store`` (``longterm.context_kwargs``)
-CONTEXT_PARAMS = ("config", "writer", "store")
+#: reads as the one and is called as the other; its ``store``; and its ``Runtime``, where ours
+#: gives a ``GraphRuntime`` (the one place that fills them in: ``graph_runtime.context_kwargs``)
+CONTEXT_PARAMS = ("config", "writer", "store", "runtime")
+#: of those, the ones taken by name only, never as the second positional parameter
+BY_NAME_ONLY = ("store", "runtime")
 
 
 def context_params(fn: Callable[..., Any]) -> tuple[bool, tuple[str, ...]]:
     """Whether ``fn`` takes the context, and the names it takes it by (() for by position).
     A second positional parameter without a default takes it by position (any name); so do
     parameters named ``config`` or ``writer``, by name, keyword-only or with a default too, as
-    LangGraph fills them in."""
+    LangGraph fills them in; one named ``runtime`` takes the ``GraphRuntime``, by name."""
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         return False, ()
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     named = tuple(p.name for p in params[1:] if p.name in CONTEXT_PARAMS and p.kind in kinds)
-    # the context alone as the second parameter goes by position; the store only by name
-    if named and not (named == (params[1].name,) != ("store",) and params[1].kind is kinds[0]):
+    # the context alone as the second parameter goes by position; the store and the
+    # runtime only by name
+    if named and not (
+        named == (params[1].name,) and named[0] not in BY_NAME_ONLY and params[1].kind is kinds[0]
+    ):
         return True, named
     return bool(named) or positional_arity(fn) >= 2, ()
 
@@ -131,12 +138,20 @@ class StateGraph:
     _compiled_class: type[CompiledGraph] = CompiledGraph
 
     def __init__(
-        self, state_schema: Any, *, input_schema: Any = None, output_schema: Any = None
+        self,
+        state_schema: Any,
+        *,
+        input_schema: Any = None,
+        output_schema: Any = None,
+        context_schema: Any = None,
     ) -> None:
         """``input_schema`` / ``output_schema`` (TypedDicts, dataclasses or pydantic models,
         as LangGraph's): run input is read through the first's keys, a run's result holds the
         second's; their fields join the state's channels, and nodes and routers without an
-        input schema of their own see the state's keys."""
+        input schema of their own see the state's keys. ``context_schema`` (a class: a
+        dataclass, TypedDict or pydantic model) is what ``run(..., context=...)`` is checked
+        against; nodes read it as ``runtime.context`` (``graph_runtime.GraphRuntime``)."""
+        self.context_schema = check_context_schema(context_schema)
         schema = read_schema(state_schema)
         if input_schema is not None or output_schema is not None:
             schema = schema.with_io(input_schema, output_schema)

@@ -18,6 +18,7 @@ from tinyagents.errors import GraphError
 from tinyagents.graph._context import CalledCommand, NodeInterrupt, ParentCommand, TaskScope
 from tinyagents.graph.checkpointing import Head
 from tinyagents.graph.executor import GraphRun
+from tinyagents.graph.graph_runtime import coerce_context
 from tinyagents.graph.stream import GraphStream, read
 from tinyagents.graph.types import Command, GraphResult
 
@@ -31,9 +32,10 @@ async def prepare(
     input: Any,
     recursion_limit: int | None,
     max_concurrency: int | None = None,
+    context: Any = None,
 ) -> GraphRun:
     """The run of ``graph`` called with ``input`` by the node whose scope is ``scope``; its
-    ``max_concurrency`` is the calling run's unless given."""
+    ``max_concurrency`` and ``context`` are the calling run's unless given."""
     if isinstance(input, Command):
         raise GraphError(
             f"graph {graph.name!r} is called from inside a node: give it state input; its "
@@ -54,11 +56,17 @@ async def prepare(
             nested=True,
             max_concurrency=max_concurrency,
         )
+        if context is not None:
+            run.context = coerce_context(graph.context_schema, context)
+        elif getattr(scope, "run", None) is not None:  # a node of a run with a context
+            run.context = scope.run.context  # type: ignore[attr-defined]
         run.input_written = written
         return run
     caller: GraphRun = scope.run
     if recursion_limit is not None:
         graph.limit(recursion_limit)  # a bad one is refused before anything is recorded
+    if context is not None:
+        context = coerce_context(graph.context_schema, context)
     task, index = scope.task, scope.calls
     scope.calls += 1
     caller.graph.called[(task.node, index)] = graph
@@ -67,6 +75,8 @@ async def prepare(
     )
     if max_concurrency is not None:
         child.max_concurrency = max_concurrency
+    if context is not None:
+        child.context = context
     return child
 
 
@@ -76,10 +86,11 @@ async def run(
     input: Any,
     recursion_limit: int | None,
     max_concurrency: int | None = None,
+    context: Any = None,
 ) -> GraphResult:
     """``graph.run(input)`` called by a node: the finished run's result. Raises the error of
     a failing node of ``graph``, and unwinds the calling node on an interrupt."""
-    child = await prepare(graph, scope, input, recursion_limit, max_concurrency)
+    child = await prepare(graph, scope, input, recursion_limit, max_concurrency, context)
     try:
         result = await child.execute()
     except ParentCommand as pc:
@@ -96,11 +107,12 @@ async def stream(
     sink: GraphStream,
     recursion_limit: int | None,
     max_concurrency: int | None = None,
+    context: Any = None,
 ) -> AsyncIterator[Any]:
     """``graph.stream(input)`` called by a node: the items of the call (namespaces relative
     to it), which the caller's own stream gets too; then, if it stopped on an interrupt,
     the calling node unwinds."""
-    child = await prepare(graph, scope, input, recursion_limit, max_concurrency)
+    child = await prepare(graph, scope, input, recursion_limit, max_concurrency, context)
 
     async def made() -> GraphRun:
         return child

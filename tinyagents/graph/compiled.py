@@ -26,6 +26,7 @@ from tinyagents.graph.core import GraphCore, breakpoint_nodes, check_max_concurr
 from tinyagents.graph.driver import run_with_runtime, start_graph_run
 from tinyagents.graph.executor import GraphRun
 from tinyagents.graph.func_stream import sink_for
+from tinyagents.graph.graph_runtime import Durability, check_durability
 from tinyagents.graph.session import GraphSession
 from tinyagents.graph.state import root_value
 from tinyagents.graph.stream import (
@@ -63,6 +64,8 @@ class CompiledGraph(GraphCore):
         max_concurrency: int | None = None,
         interrupt_before: Collection[str] | str = (),
         interrupt_after: Collection[str] | str = (),
+        context: Any = None,
+        durability: Durability | None = None,
     ) -> GraphResult:
         """Run (or continue) a thread until it finishes, pauses on interrupts or fails.
 
@@ -71,8 +74,13 @@ class CompiledGraph(GraphCore):
         rewinds the thread to that checkpoint first (as a new head; history stays linear).
         ``interrupt_before`` / ``interrupt_after`` add static breakpoints for this run (see
         ``StateGraph.compile``). ``max_concurrency``: at most that many tasks of a step run
-        at once (its sub-graphs' steps too); ``None`` runs them all. Bad input raises and
-        changes nothing; a failing node gives ``status="failed"``.
+        at once (its sub-graphs' steps too); ``None`` runs them all. ``context``: the run's
+        context (LangGraph's), checked against the graph's ``context_schema``; nodes read it
+        as ``runtime.context`` (a parameter named ``runtime``, or ``get_runtime()``), its
+        sub-graphs too; it is not saved, so a resume is given it again. ``durability``:
+        LangGraph's ``"sync"`` (what every run does: each step saved before the next starts)
+        or ``"async"`` (taken as ``"sync"``); ``"exit"`` is an ``ArgumentError``. Bad input
+        raises and changes nothing; a failing node gives ``status="failed"``.
 
         Called from inside a node of a running graph (without ``thread_id``, ``runtime``
         and ``checkpoint_id``), it is a sub-graph call of that node: see ``graph/calls.py``.
@@ -88,8 +96,9 @@ class CompiledGraph(GraphCore):
             interrupt_before, interrupt_after, runtime, is_call and caller is not None
         )
         if caller is not None and is_call:
+            check_durability(durability)
             return self._shown(
-                await calls.run(self, caller, input, recursion_limit, max_concurrency)
+                await calls.run(self, caller, input, recursion_limit, max_concurrency, context)
             )
         if runtime is not None:
             return await run_with_runtime(
@@ -100,13 +109,20 @@ class CompiledGraph(GraphCore):
                 checkpoint_id=checkpoint_id,
                 recursion_limit=recursion_limit,
                 max_concurrency=max_concurrency,
+                context=context,
+                durability=durability,
             )
         if self.checkpointer is None:
             # a run that saves nothing takes no lease (the session's enter and exit do
             # nothing) and has no breakpoints (``_breakpoints`` refused them)
             session = GraphSession(self, thread_id)
             run = await session.prepare(
-                input, checkpoint_id, recursion_limit, max_concurrency=max_concurrency
+                input,
+                checkpoint_id,
+                recursion_limit,
+                max_concurrency=max_concurrency,
+                context=context,
+                durability=durability,
             )
             return self._shown(await run.outcome())
         async with GraphSession(self, thread_id) as session:
@@ -115,6 +131,8 @@ class CompiledGraph(GraphCore):
                 checkpoint_id,
                 recursion_limit,
                 max_concurrency=max_concurrency,
+                context=context,
+                durability=durability,
                 **breakpoints,
             )
             return self._shown(await run.outcome())
@@ -137,6 +155,8 @@ class CompiledGraph(GraphCore):
         recursion_limit: int | None = None,
         max_concurrency: int | None = None,
         wait_on_interrupt: bool = True,
+        context: Any = None,
+        durability: Durability | None = None,
     ) -> RunHandle:
         """Start (or continue) a thread on ``runtime`` in the background and return the run's
         handle at once: ``rt.start_graph(graph, input, ...)`` (docs/graph.md, "Steering a
@@ -153,6 +173,8 @@ class CompiledGraph(GraphCore):
             recursion_limit=recursion_limit,
             max_concurrency=check_max_concurrency(max_concurrency),
             wait_on_interrupt=wait_on_interrupt,
+            context=context,
+            durability=durability,
         )
 
     def _breakpoints(
@@ -197,6 +219,8 @@ class CompiledGraph(GraphCore):
         max_concurrency: int | None = None,
         interrupt_before: Collection[str] | str = (),
         interrupt_after: Collection[str] | str = (),
+        context: Any = None,
+        durability: Durability | None = None,
     ) -> AsyncIterator[Any]:
         """``run``, yielding what happens as it happens (LangGraph's ``astream``):
         ``async for item in graph.stream(input, thread_id=..., mode="updates"): ...``.
@@ -222,8 +246,11 @@ class CompiledGraph(GraphCore):
         breakpoints = self._breakpoints(
             interrupt_before, interrupt_after, runtime, is_call and caller is not None
         )
+        check_durability(durability)  # here, not when the stream is first read
         if caller is not None and is_call:
-            return calls.stream(self, caller, input, sink, recursion_limit, max_concurrency)
+            return calls.stream(
+                self, caller, input, sink, recursion_limit, max_concurrency, context
+            )
         if runtime is not None:
             if thread_id is not None:  # here, not when the stream is first read
                 check_id(thread_id, "thread_id")
@@ -236,6 +263,7 @@ class CompiledGraph(GraphCore):
                     checkpoint_id,
                     recursion_limit,
                     max_concurrency,
+                    context,
                 ),
                 sink,
             )
@@ -252,6 +280,7 @@ class CompiledGraph(GraphCore):
                 checkpoint_id,
                 recursion_limit,
                 max_concurrency=max_concurrency,
+                context=context,
                 **breakpoints,
             ),
             sink,
@@ -270,6 +299,7 @@ class CompiledGraph(GraphCore):
         checkpoint_id: str | None,
         recursion_limit: int | None,
         max_concurrency: int | None,
+        context: Any,
     ) -> AsyncGenerator[Any, None]:
         handle = await start_graph_run(
             runtime,
@@ -280,6 +310,7 @@ class CompiledGraph(GraphCore):
             recursion_limit=recursion_limit,
             max_concurrency=max_concurrency,
             wait_on_interrupt=False,
+            context=context,
         )
         driven = getattr(handle.driver, "run", None)
         assert isinstance(driven, GraphRun)
@@ -300,6 +331,8 @@ class CompiledGraph(GraphCore):
         max_concurrency: int | None = None,
         interrupt_before: Collection[str] | str = (),
         interrupt_after: Collection[str] | str = (),
+        context: Any = None,
+        durability: Durability | None = None,
     ) -> AsyncIterator[GraphRun]:
         """The run ``run`` would make, to drive step by step (pydantic-graph's ``Graph.iter``):
         ``async with graph.iter(input, thread_id=...) as run: async for step in
@@ -315,6 +348,8 @@ class CompiledGraph(GraphCore):
                 checkpoint_id,
                 recursion_limit,
                 max_concurrency=max_concurrency,
+                context=context,
+                durability=durability,
                 **breakpoints,
             )
             if run.checkpointer is not None:
@@ -337,6 +372,8 @@ class CompiledGraph(GraphCore):
         max_concurrency: int | None = None,
         interrupt_before: Collection[str] | str = (),
         interrupt_after: Collection[str] | str = (),
+        context: Any = None,
+        durability: Durability | None = None,
     ) -> GraphResult:
         """``run`` for code without an event loop (a script, a REPL): runs it to its end with
         ``asyncio.run`` and returns its ``GraphResult``.
@@ -356,6 +393,8 @@ class CompiledGraph(GraphCore):
                 max_concurrency=max_concurrency,
                 interrupt_before=interrupt_before,
                 interrupt_after=interrupt_after,
+                context=context,
+                durability=durability,
             )
         )
 

@@ -41,7 +41,7 @@ from tinyagents.graph.checkpointing import (
     save,
 )
 from tinyagents.graph.context import NodeContext
-from tinyagents.graph.longterm import context_kwargs
+from tinyagents.graph.graph_runtime import context_kwargs
 from tinyagents.graph.reducers import MISSING, Append, LastValue, Overwrite, detach, reduce
 from tinyagents.graph.state import ROOT, StateSchema, managed_values
 from tinyagents.graph.types import END, START, RetryPolicy, Send, node_name
@@ -153,6 +153,9 @@ class DeclaredGraph(Protocol):
     @property
     def branches(self) -> list[Branch]: ...
 
+    @property
+    def context_schema(self) -> Any: ...
+
 
 def dead_ends(graph: DeclaredGraph) -> list[str]:
     """The nodes no edge, join, router or ``destinations`` leaves: the run ends after them
@@ -231,6 +234,8 @@ class GraphCore:
         self.interrupt_before = frozenset(interrupt_before)
         self.interrupt_after = frozenset(interrupt_after)
         self.schema = builder.schema
+        #: ``StateGraph(context_schema=...)``: what a run's ``context=`` is checked against
+        self.context_schema = builder.context_schema
         self.nodes: dict[str, NodeSpec] = dict(builder.nodes)
         own = self.schema.state
         if own is not None:

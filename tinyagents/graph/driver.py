@@ -32,6 +32,7 @@ from tinyagents.errors import ConfigurationError, RunCancelled, StoreError, Unkn
 from tinyagents.graph.core import GraphCore
 from tinyagents.graph.executor import GraphRun, running_graph_run
 from tinyagents.graph.func_stream import sink_for
+from tinyagents.graph.graph_runtime import Durability, check_durability
 from tinyagents.graph.lowering import (
     RESUME_KINDS,
     GraphSteering,
@@ -274,13 +275,17 @@ async def start_graph_run(
     recursion_limit: int | None = None,
     max_concurrency: int | None = None,
     wait_on_interrupt: bool = True,
+    context: Any = None,
+    durability: Durability | None = None,
 ) -> RunHandle:
     """Register a graph run and start it in the background; returns its handle at once.
-    Its tenant is ``tenant_id``, else its parent's, else ``"default"``.
+    Its tenant is ``tenant_id``, else its parent's, else ``"default"``. ``context`` and
+    ``durability`` as ``CompiledGraph.run``'s (a fork steering makes has the run's context).
 
     Raises ``ThreadBusy`` (and registers nothing) if the thread already has a writer.
     """
     require_open(runtime)
+    check_durability(durability)
     if not isinstance(graph, GraphCore):  # an AttributeError from the session, otherwise
         hint = "; call .compile() on it first" if hasattr(graph, "compile") else ""
         raise ConfigurationError(
@@ -337,6 +342,7 @@ async def start_graph_run(
             runtime=runtime,
             run_id=run_id,
             max_concurrency=max_concurrency,
+            context=context,
         )
         recovery = EarlierApplied(graph.checkpointer, handle.info.thread_id, run_id)
         # the run id came from the thread's checkpoints, not from this runtime: an earlier
@@ -357,6 +363,7 @@ async def start_graph_run(
                 recursion_limit=recursion_limit,
                 max_concurrency=max_concurrency,
                 wait_on_interrupt=wait_on_interrupt,
+                context=run.context,
             )
 
         steering = GraphSteering(
@@ -495,6 +502,8 @@ async def run_with_runtime(
     checkpoint_id: str | None = None,
     recursion_limit: int | None = None,
     max_concurrency: int | None = None,
+    context: Any = None,
+    durability: Durability | None = None,
 ) -> GraphResult:
     """``graph.run(..., runtime=rt)``: a registered, steerable run, in the foreground.
 
@@ -508,6 +517,8 @@ async def run_with_runtime(
         recursion_limit=recursion_limit,
         max_concurrency=max_concurrency,
         wait_on_interrupt=False,
+        context=context,
+        durability=durability,
     )
     assert handle.task is not None
     result: GraphResult = await handle.task

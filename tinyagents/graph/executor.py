@@ -185,6 +185,10 @@ class GraphRun:
     #: step, at any level -> (its top-level task, that task itself) (``running_below``,
     #: ``nested_task``); None between steps
     _below: dict[str, tuple[Task, Task]] | None = None
+    #: the run's context (``run(..., context=)``, LangGraph's ``Runtime.context``; a
+    #: sub-graph's run has its parent's, ``child_run``): ``GraphRuntime.context`` of its
+    #: nodes. Never saved. (Set only when given, as ``max_concurrency``.)
+    context: Any = None
 
     def __init__(
         self,
@@ -311,7 +315,8 @@ class GraphRun:
         """The scope every node of this run shares when it saves nothing, which whatever
         drives such a run sets around its steps: it refuses ``interrupt()`` and, knowing the
         run, makes a ``@task`` that a node on the fast path calls the run's
-        (``UnsavedScope.promote``), as a node's own scope does. (Not kept on the run: that
+        (``UnsavedScope.promote``), as a node's own scope does, and lets ``get_runtime()``
+        in such a node read the run's context and store. (Not kept on the run: that
         would make each run a reference cycle, left to the cyclic collector.)"""
         return UnsavedScope(self.unsaved_by, self)
 
@@ -1253,6 +1258,8 @@ class GraphRun:
             run_id=self.run_id,
             max_concurrency=self.max_concurrency,
         )
+        if self.context is not None:
+            child.context = self.context
         top = self._top
         child._top = (self, task) if top is None else top
         if own is False and self.checkpointer is not None:

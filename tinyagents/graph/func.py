@@ -54,8 +54,9 @@ from tinyagents.graph.caching import (
 from tinyagents.graph.compiled import CompiledGraph
 from tinyagents.graph.context import NodeContext
 from tinyagents.graph.func_stream import TASK_ARGS, EntryStream
+from tinyagents.graph.graph_runtime import Durability, check_context_schema, context_kwargs
 from tinyagents.graph.interrupts import Interrupt
-from tinyagents.graph.longterm import check_store, context_kwargs
+from tinyagents.graph.longterm import check_store
 from tinyagents.graph.types import (
     END,
     START,
@@ -218,9 +219,10 @@ def _is_async(func: Callable[..., Any]) -> bool:
 
 
 def _context_names(func: Callable[..., Any], *, skip_first: bool) -> tuple[str, ...]:
-    """The parameters of ``func`` LangGraph fills in by name, ``config`` and ``writer`` (its
-    ``RunnableConfig`` and ``StreamWriter``; an entrypoint's past its input), which get the
-    ``NodeContext`` of the call, as a node's do (``builder.CONTEXT_PARAMS``)."""
+    """The parameters of ``func`` LangGraph fills in by name, ``config``, ``writer`` and
+    ``runtime`` (its ``RunnableConfig``, ``StreamWriter`` and ``Runtime``; an entrypoint's
+    past its input), which get the ``NodeContext`` of the call (the ``GraphRuntime`` for
+    ``runtime``), as a node's do (``builder.CONTEXT_PARAMS``)."""
     try:
         params = list(inspect.signature(func).parameters.values())
     except (TypeError, ValueError):
@@ -234,17 +236,22 @@ def _context_names(func: Callable[..., Any], *, skip_first: bool) -> tuple[str, 
 
 
 def _given_context(
-    names: tuple[str, ...], ctx: NodeContext, kwargs: dict[str, Any], threaded: bool
+    names: tuple[str, ...],
+    ctx: NodeContext,
+    kwargs: dict[str, Any],
+    threaded: bool,
+    previous: Any = None,
 ) -> dict[str, Any]:
-    """``kwargs`` with ``ctx`` for each of ``names`` they do not give (an argument given
-    wins, as LangGraph's). ``threaded``: the function runs on a worker thread, from which
-    the context's ``emit`` hands its items to this loop."""
+    """``kwargs`` with ``ctx`` for each of ``names`` they do not give, a ``GraphRuntime``
+    for ``runtime`` (its ``previous``: an entrypoint's) (an argument given wins, as
+    LangGraph's). ``threaded``: the function runs on a worker thread, from which the
+    context's ``emit`` hands its items to this loop."""
     missing = [name for name in names if name not in kwargs]
     if not missing:
         return kwargs
     if threaded:
         ctx._loop = asyncio.get_running_loop()
-    return {**context_kwargs(tuple(missing), ctx), **kwargs}
+    return {**context_kwargs(tuple(missing), ctx, previous=previous), **kwargs}
 
 
 class Task(Generic[T]):
@@ -444,27 +451,43 @@ class Entrypoint(CompiledGraph):
         await super().check_input(head, {"input": data}, recursion_limit)
 
     async def ainvoke(
-        self, input: Any, config: dict[str, Any] | None = None, *, thread_id: str | None = None
+        self,
+        input: Any,
+        config: dict[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
+        context: Any = None,
+        durability: Durability | None = None,
     ) -> Any:
         """LangGraph's ``ainvoke``: the function's return value; ``{"__interrupt__": [...]}``
         when the run paused; the error of a failed run is raised. The thread is
-        ``thread_id``, or ``config["configurable"]["thread_id"]``."""
+        ``thread_id``, or ``config["configurable"]["thread_id"]``; ``context`` and
+        ``durability`` as ``run``'s."""
         if thread_id is None and config is not None:
             thread_id = (config.get("configurable") or {}).get("thread_id")
-        result = (await self.run(input, thread_id=thread_id)).raise_for_status()
+        ran = await self.run(input, thread_id=thread_id, context=context, durability=durability)
+        result = ran.raise_for_status()
         if result.status == "interrupted":
             return {"__interrupt__": list(result.interrupts)}
         return result.state
 
     def invoke(
-        self, input: Any, config: dict[str, Any] | None = None, *, thread_id: str | None = None
+        self,
+        input: Any,
+        config: dict[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
+        context: Any = None,
+        durability: Durability | None = None,
     ) -> Any:
         """``ainvoke`` for code without an event loop (as ``run_sync`` is ``run``'s). Called
         from a sync entrypoint or task (on its own thread), it runs on that run's event loop,
         a sub-graph call of the task, as LangGraph's."""
         SyncInAsyncError.refuse_inside_a_loop(f"entrypoint {self.name!r}", "await .ainvoke()")
         # from a sync task or entrypoint: on its run's loop, whose checkpointer it uses
-        return run_blocking(self.ainvoke(input, config, thread_id=thread_id))
+        return run_blocking(
+            self.ainvoke(input, config, thread_id=thread_id, context=context, durability=durability)
+        )
 
     async def get_state(
         self, thread_id: str, checkpoint_id: str | None = None, *, subgraphs: bool = False
@@ -574,6 +597,8 @@ class entrypoint:
     ``previous`` (a parameter of that name) is what the thread's last run saved: its return
     value, or the ``save`` of an ``entrypoint.final(value=..., save=...)`` it returned. A sync
     function runs on a thread of its own, so its tasks' ``.result()`` can wait for them.
+    ``context_schema`` is the graph's (``StateGraph``'s); a parameter named ``runtime`` gets
+    the ``GraphRuntime`` (its ``previous`` is that value too), of a task as of an entrypoint.
     """
 
     @dataclass(frozen=True, slots=True)
@@ -591,6 +616,7 @@ class entrypoint:
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
         cache: BaseCache | None = None,
         store: GraphStore | None = None,
+        context_schema: Any = None,
     ) -> None:
         self.checkpointer = checkpointer
         self.name = name
@@ -599,6 +625,7 @@ class entrypoint:
         self.cache = check_cache(cache, "entrypoint")
         #: the long-term store its function and tasks get (``compile(store=...)``'s)
         self.store = check_store(store, "entrypoint")
+        self.context_schema = check_context_schema(context_schema)
 
     def __call__(self, func: Callable[..., Any]) -> Entrypoint:
         if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
@@ -616,8 +643,9 @@ class entrypoint:
             call = _EntryCall(asyncio.get_running_loop())
             token = _CALL.set(call)
             try:
-                kwargs = {"previous": state.get("previous")} if takes_previous else {}
-                kwargs = _given_context(context, ctx, kwargs, threaded=not is_async)
+                previous = state.get("previous")
+                kwargs = {"previous": previous} if takes_previous else {}
+                kwargs = _given_context(context, ctx, kwargs, not is_async, previous)
                 try:
                     if is_async:
                         out = await func(state.get("input"), **kwargs)
@@ -657,7 +685,9 @@ class entrypoint:
             returns = saves = Any
         types = {"input": hints.get(params[0].name, Any), "output": returns, "previous": saves}
         state = _typed_state(_EntryState, "_EntryState", types)
-        builder = _EntryBuilder(state).add_node(node_name, node, retry_policy=self.retry_policy)
+        builder = _EntryBuilder(state, context_schema=self.context_schema).add_node(
+            node_name, node, retry_policy=self.retry_policy
+        )
         builder.add_edge(START, node_name).add_edge(node_name, END)
         made = builder.compile(
             checkpointer=self.checkpointer,

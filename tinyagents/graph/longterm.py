@@ -22,7 +22,6 @@ from tinyagents.graph._context import enclosing_scope
 from tinyagents.store import longterm
 
 if TYPE_CHECKING:
-    from tinyagents.graph.context import NodeContext
     from tinyagents.store.longterm.base import GraphStore
 
 T = TypeVar("T")
@@ -55,20 +54,15 @@ async def with_store(store: GraphStore, step: Awaitable[T]) -> T:
         _store.reset(token)
 
 
-def context_kwargs(
-    names: tuple[str, ...], ctx: NodeContext | None, graph_store: GraphStore | None = None
-) -> dict[str, Any]:
-    """What a function's parameters named in ``builder.CONTEXT_PARAMS`` are given: the
-    ``NodeContext`` for ``config`` and ``writer``, the store for ``store``: the running
+def node_store(run: Any, graph_store: GraphStore | None = None) -> GraphStore | None:
+    """The store a node, task or router of ``run`` (a ``GraphRun``, None for a router on
+    ``START``) gets, as its ``store`` parameter and its ``GraphRuntime.store``: the running
     step's, else (a router, which runs between steps) its run's (``store_of``), else
     ``graph_store`` (the router's graph's)."""
-    kwargs: dict[str, Any] = dict.fromkeys(names, ctx)
-    if "store" in kwargs:
-        store = _store.get()
-        if store is None and ctx is not None:
-            store = store_of(ctx._run)
-        kwargs["store"] = graph_store if store is None else store
-    return kwargs
+    store = _store.get()
+    if store is None and run is not None:
+        store = store_of(run)
+    return graph_store if store is None else store
 
 
 def store_of(run: Any) -> GraphStore | None:

@@ -42,6 +42,7 @@ from tinyagents.graph.checkpointing import (
 )
 from tinyagents.graph.core import router_context
 from tinyagents.graph.executor import GraphRun, Replay
+from tinyagents.graph.graph_runtime import check_durability, coerce_context, starting_context
 from tinyagents.graph.reducers import Replaced
 from tinyagents.graph.tasks import Task, plan_tasks
 from tinyagents.graph.types import END, START, UNSET, Command, Send, StateUpdate
@@ -124,6 +125,8 @@ class GraphSession:
         recursion_limit: int | None = None,
         *,
         failure: StoreError | None = None,
+        context: Any = None,
+        durability: str | None = None,
         **run_kwargs: Any,
     ) -> GraphRun:
         """The run that continues this thread after applying ``input``: the one entry of
@@ -131,7 +134,11 @@ class GraphSession:
         raises; a store that fails to read or write the thread gives a run that fails at
         once (``GraphRun.failure``), as a step whose checkpoint could not be saved does;
         ``failure``: such a failure the caller met reading the thread first (nothing else
-        is read or saved then)."""
+        is read or saved then). ``context`` / ``durability``: ``CompiledGraph.run``'s."""
+        if context is not None or durability is not None:
+            return await self._prepare_with(
+                context, durability, input, checkpoint_id, recursion_limit, failure, run_kwargs
+            )
         graph = self.graph
         if checkpoint_id is not None and not self.named:  # not "thread 'th-3f2a..." (made up)
             raise UnknownTargetError(
@@ -171,6 +178,37 @@ class GraphSession:
             bound = head.metadata.get("rewound_to")
             if isinstance(bound, str):
                 run.replay = Replay(bound=bound)
+        return run
+
+    async def _prepare_with(
+        self,
+        context: Any,
+        durability: str | None,
+        input: Any,
+        checkpoint_id: str | None,
+        recursion_limit: int | None,
+        failure: StoreError | None,
+        run_kwargs: dict[str, Any],
+    ) -> GraphRun:
+        """``prepare`` of a run given a ``context`` or a ``durability`` (checked first; a
+        plain run does not come here, so it pays nothing for them)."""
+        self.graph.limit(recursion_limit)  # a bad limit is named first, as in a plain run
+        if durability is not None:
+            check_durability(durability)
+        if context is None:
+            return await self.prepare(
+                input, checkpoint_id, recursion_limit, failure=failure, **run_kwargs
+            )
+        context = coerce_context(self.graph.context_schema, context)
+        # a router on START runs as the input is applied, before the run is made
+        token = starting_context.set(context)
+        try:
+            run = await self.prepare(
+                input, checkpoint_id, recursion_limit, failure=failure, **run_kwargs
+            )
+        finally:
+            starting_context.reset(token)
+        run.context = context
         return run
 
     async def _apply(

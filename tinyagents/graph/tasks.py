@@ -35,8 +35,8 @@ from tinyagents.graph._context import (
 )
 from tinyagents.graph.checkpointing import Planned
 from tinyagents.graph.context import NodeContext
+from tinyagents.graph.graph_runtime import context_kwargs
 from tinyagents.graph.interrupts import Interrupt
-from tinyagents.graph.longterm import context_kwargs
 from tinyagents.graph.state import ROOT
 from tinyagents.graph.types import START, UNSET, Command, Send
 
@@ -391,7 +391,7 @@ async def _invoke(run: TaskRun, task: Task, attempt: int) -> Any:
                 _run=run,
             )
             args: tuple[Any, ...] = (arg, ctx)
-            if spec.ctx_names:  # config / writer / store, by name, as LangGraph fills them in
+            if spec.ctx_names:  # config / writer / store / runtime, by name, as LangGraph
                 fn, args = functools.partial(fn, **context_kwargs(spec.ctx_names, ctx)), (arg,)
             if threaded:
                 ctx._loop = asyncio.get_running_loop()
