@@ -361,7 +361,7 @@ async def test_durability_exit_and_bad_values_are_refused_before_anything_runs(
         with pytest.raises(ArgumentError, match="durability"):
             graph.stream({}, thread_id="x", durability=bad)  # type: ignore[arg-type]
     assert ran == []
-    assert await checkpointer.get("x", None) is None if hasattr(checkpointer, "get") else True
+    assert await graph.history("x") == []  # nothing saved either
     assert isinstance(ArgumentError("x"), ConfigurationError)
 
 
@@ -458,3 +458,27 @@ def test_override_keeps_the_rest() -> None:
 
 
 _ = interrupt  # (imported for readers of the ported programs: g.interrupt is it)
+
+
+async def test_iter_stream_with_runtime_and_a_task_of_a_node_take_context(
+    rt: Any, checkpointer: Checkpointer
+) -> None:
+    # every other entry takes the context too: iter(), stream(runtime=rt), and a @task a
+    # graph node calls reads it with get_runtime()
+    @ours_graph.task
+    async def shout() -> str:
+        return get_runtime().context.api_key.upper()
+
+    async def node(state: Msg, config: Any, runtime: GraphRuntime[Ctx]) -> dict[str, Any]:
+        assert config["configurable"]["thread_id"] in ("", "i", "s")
+        return {"message": f"{runtime.context.api_key}:{await shout()}"}
+
+    graph = one_node(OURS, node).compile(checkpointer=checkpointer)
+    async with graph.iter({}, thread_id="i", context=Ctx("it")) as run:
+        steps = [step async for step in run.supersteps()]
+    assert steps[-1].result is not None
+    assert steps[-1].result.state == {"message": "it:IT"}
+    items = [
+        i async for i in graph.stream({}, thread_id="s", runtime=rt, context={"api_key": "rs"})
+    ]
+    assert items[-1] == {"message": "rs:RS"}
