@@ -482,3 +482,19 @@ async def test_iter_stream_with_runtime_and_a_task_of_a_node_take_context(
         i async for i in graph.stream({}, thread_id="s", runtime=rt, context={"api_key": "rs"})
     ]
     assert items[-1] == {"message": "rs:RS"}
+
+
+async def test_get_stream_writer_from_a_worker_thread() -> None:
+    # a sync node with a timeout runs on a thread of its own: what get_stream_writer()
+    # writes there is handed to the run's loop, and get_runtime() reads the context there
+    def node(state: Msg) -> dict[str, Any]:
+        get_stream_writer()(get_runtime().context.api_key)
+        return {}
+
+    graph = (
+        StateGraph(Msg, context_schema=Ctx)
+        .add_node("node", node, timeout=5.0)
+        .add_edge(START, "node")
+        .compile()
+    )
+    assert [i async for i in graph.stream({}, context=Ctx("t"), mode="custom")] == ["t"]
