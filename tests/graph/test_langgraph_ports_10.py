@@ -498,3 +498,22 @@ async def test_get_stream_writer_from_a_worker_thread() -> None:
         .compile()
     )
     assert [i async for i in graph.stream({}, context=Ctx("t"), mode="custom")] == ["t"]
+
+
+async def test_task_takes_runtime_by_name() -> None:
+    # LangGraph wraps a task's function as it wraps a node's (RunnableCallable), so a task
+    # parameter named runtime is filled in there too
+    def build(func: Any) -> Any:
+        @func.task
+        def tag(x: int, runtime: Any) -> str:
+            return f"{runtime.context.api_key}{x}"
+
+        @func.entrypoint(context_schema=Ctx)
+        async def flow(n: int) -> str:
+            return await tag(n)
+
+        return flow
+
+    got = await build(ours_graph).ainvoke(3, context=Ctx("k"))
+    want = await build(lg_func).ainvoke(3, context=Ctx("k"))
+    assert got == want == "k3"
