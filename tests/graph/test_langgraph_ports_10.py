@@ -21,6 +21,7 @@ from tinyagents.errors import ArgumentError, ConfigurationError, GraphError
 from tinyagents.graph import (
     END,
     START,
+    CachePolicy,
     Command,
     GraphRuntime,
     StateGraph,
@@ -28,7 +29,9 @@ from tinyagents.graph import (
     get_stream_writer,
     interrupt,
 )
+from tinyagents.store.cache import InMemoryCache
 from tinyagents.store.checkpoint import Checkpointer
+from tinyagents.store.longterm import MemoryGraphStore
 
 lg_runtime = pytest.importorskip("langgraph.runtime")
 lg_config = pytest.importorskip("langgraph.config")
@@ -517,3 +520,108 @@ async def test_task_takes_runtime_by_name() -> None:
     got = await build(ours_graph).ainvoke(3, context=Ctx("k"))
     want = await build(lg_func).ainvoke(3, context=Ctx("k"))
     assert got == want == "k3"
+
+
+# The run context meets the long-term store and node caching (compile(store=...),
+# compile(cache=...)): GraphRuntime.store is the graph's store, as LangGraph's Runtime.store.
+
+
+async def test_runtime_store_is_the_compiled_store_in_every_kind_of_node(
+    checkpointer: Checkpointer,
+) -> None:
+    store = MemoryGraphStore()
+    seen: list[tuple[str, bool]] = []
+
+    def plain(state: Seen) -> dict[str, Any]:  # the executor's fast path (no checkpointer)
+        seen.append(("plain", get_runtime().store is store))
+        return {"seen": ["plain"]}
+
+    async def injected(state: Seen, runtime: GraphRuntime[Ctx]) -> dict[str, Any]:
+        seen.append(("injected", runtime.store is store and get_runtime().store is store))
+        await runtime.store.aput(("users",), runtime.context.api_key, {"n": 1})
+        return {"seen": ["injected"]}
+
+    def route(state: Seen, runtime: GraphRuntime[Ctx]) -> str:
+        seen.append(("router", runtime.store is store))
+        return "sub"
+
+    def inner(state: Seen) -> dict[str, Any]:  # a sub-graph sees the store of its parent
+        seen.append(("sub", get_runtime().store is store))
+        return {"seen": ["sub"]}
+
+    sub = StateGraph(Seen).add_node("inner", inner).add_edge(START, "inner").compile()
+    for cp in (None, checkpointer):
+        seen.clear()
+        graph = (
+            StateGraph(Seen, context_schema=Ctx)
+            .add_node("plain", plain)
+            .add_node("injected", injected)
+            .add_node("sub", sub)
+            .add_edge(START, "plain")
+            .add_edge("plain", "injected")
+            .add_conditional_edges("injected", route, ["sub"])
+            .compile(checkpointer=cp, store=store)
+        )
+        assert graph.store is store
+        result = await graph.run({}, context=Ctx("ada"), thread_id="t" if cp else None)
+        assert result.state == {"seen": ["plain", "injected", "sub"]}
+        assert seen == [("plain", True), ("injected", True), ("router", True), ("sub", True)]
+        item = await store.aget(("users",), "ada")
+        assert item is not None and item.value == {"n": 1}
+    # a plain node of a graph without a store, and a GraphRuntime made by hand: no store
+    bare = StateGraph(Seen).add_node("plain", plain).add_edge(START, "plain").compile()
+    seen.clear()
+    await bare.run({})
+    assert seen == [("plain", False)]
+
+
+async def test_runtime_store_of_entrypoint_and_task() -> None:
+    store = MemoryGraphStore()
+
+    @ours_graph.task
+    async def lookup(key: str, runtime: GraphRuntime[Ctx]) -> bool:
+        return runtime.store is store and get_runtime().store is store
+
+    @ours_graph.entrypoint(store=store, context_schema=Ctx)
+    async def flow(key: str, runtime: GraphRuntime[Ctx]) -> list[bool]:
+        return [runtime.store is store, await lookup(key)]
+
+    assert (await flow.run("k", context=Ctx("x"))).state == [True, True]
+
+
+async def test_context_cache_and_store_in_one_graph(tmp_path: Any) -> None:
+    # a cached node reads the run's context and writes the store; a second run with the same
+    # input takes the cached writes (the node does not run again) under another context
+    store = MemoryGraphStore()
+    runs: list[str] = []
+
+    async def remember(state: Msg, runtime: GraphRuntime[Ctx]) -> dict[str, Any]:
+        runs.append(runtime.context.api_key)
+        await runtime.store.aput(("seen",), runtime.context.api_key, {"m": state["message"]})
+        return {"message": f"{state['message']}/{runtime.context.api_key}"}
+
+    def after(state: Msg) -> dict[str, Any]:  # a plain node after it, on the fast path
+        assert get_runtime().store is store
+        return {"message": state["message"] + f"/{get_runtime().context.timeout}"}
+
+    graph = (
+        StateGraph(Msg, context_schema=Ctx)
+        .add_node("remember", remember, cache_policy=CachePolicy())
+        .add_node("after", after)
+        .add_edge(START, "remember")
+        .add_edge("remember", "after")
+        .compile(cache=InMemoryCache(), store=store)
+    )
+    first = await graph.run({"message": "hi"}, context=Ctx("a", 1))
+    second = await graph.run({"message": "hi"}, context={"api_key": "b", "timeout": 2})
+    assert first.state == {"message": "hi/a/1"}
+    assert second.state == {"message": "hi/a/2"}  # the cached write, this run's context
+    assert runs == ["a"]
+    assert [i.key for i in await store.asearch(("seen",))] == ["a"]
+    third = await graph.run({"message": "ho"}, context=Ctx("c", 3))
+    assert third.state == {"message": "ho/c/3"} and runs == ["a", "c"]
+    updates = [
+        item async for item in graph.stream({"message": "ho"}, context=Ctx("d"), mode="updates")
+    ]
+    assert updates[0] == {"remember": {"message": "ho/c"}, "__metadata__": {"cached": True}}
+    assert updates[1] == {"after": {"message": "ho/c/30"}}

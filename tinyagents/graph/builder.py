@@ -90,7 +90,8 @@ def context_params(fn: Callable[..., Any]) -> tuple[bool, tuple[str, ...]]:
     """Whether ``fn`` takes the context, and the names it takes it by (() for by position).
     A second positional parameter without a default takes it by position (any name); so do
     parameters named ``config`` or ``writer``, by name, keyword-only or with a default too, as
-    LangGraph fills them in; one named ``runtime`` takes the ``GraphRuntime``, by name."""
+    LangGraph fills them in; one named ``store`` takes the long-term store and one named
+    ``runtime`` the ``GraphRuntime``, by name only."""
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):

@@ -219,10 +219,11 @@ def _is_async(func: Callable[..., Any]) -> bool:
 
 
 def _context_names(func: Callable[..., Any], *, skip_first: bool) -> tuple[str, ...]:
-    """The parameters of ``func`` LangGraph fills in by name, ``config``, ``writer`` and
-    ``runtime`` (its ``RunnableConfig``, ``StreamWriter`` and ``Runtime``; an entrypoint's
-    past its input), which get the ``NodeContext`` of the call (the ``GraphRuntime`` for
-    ``runtime``), as a node's do (``builder.CONTEXT_PARAMS``)."""
+    """The parameters of ``func`` LangGraph fills in by name, ``config``, ``writer``,
+    ``store`` and ``runtime`` (its ``RunnableConfig``, ``StreamWriter``, ``BaseStore`` and
+    ``Runtime``; an entrypoint's past its input), which get the ``NodeContext`` of the call
+    (the store for ``store``, the ``GraphRuntime`` for ``runtime``), as a node's do
+    (``builder.CONTEXT_PARAMS``, ``graph_runtime.context_kwargs``)."""
     try:
         params = list(inspect.signature(func).parameters.values())
     except (TypeError, ValueError):
