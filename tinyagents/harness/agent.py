@@ -42,7 +42,7 @@ from tinyagents.harness.model import Model
 from tinyagents.harness.output import OutputSpec, output_json_schema
 from tinyagents.harness.render import SteeringRenderer
 from tinyagents.harness.tools import FunctionTool, Tool
-from tinyagents.harness.toolsets import Toolset, function_tool, toolsets_of
+from tinyagents.harness.toolsets import Toolset, tool_decorator, toolsets_of
 from tinyagents.runs.host import RunHost, check_runtime, private_host
 from tinyagents.runs.limits import RunLimits
 
@@ -224,21 +224,19 @@ class Agent:
         return self._decorate(fn, takes_ctx=False, **kwargs)
 
     def _decorate(self, fn: Callable[..., Any] | None, *, takes_ctx: bool, **kwargs: Any) -> Any:
-        def add(f: Callable[..., Any]) -> FunctionTool:
-            made = function_tool(f, takes_ctx=takes_ctx, **kwargs)
-            if made.name in self.tools:  # pydantic-ai's words
-                raise ConfigurationError(
-                    f"agent {self.name!r}: Tool name conflicts with existing tool: {made.name!r}"
-                )
-            check_output_tool_names(self.name, {made.name: made}, self.output_tools)
-            tools = {**self.function_tools, made.name: made}
-            # a new dict: a run already started keeps the tools it was granted
-            every = with_toolsets(self.name, tools, self.toolsets)
-            check_forced_tool(self.name, self.model, every)
-            self.function_tools, self.tools = tools, every
-            return made
+        return tool_decorator(fn, self._add_tool, takes_ctx=takes_ctx, **kwargs)
 
-        return add(fn) if fn is not None else add
+    def _add_tool(self, made: Tool) -> None:
+        if made.name in self.tools:  # pydantic-ai's words
+            raise ConfigurationError(
+                f"agent {self.name!r}: Tool name conflicts with existing tool: {made.name!r}"
+            )
+        check_output_tool_names(self.name, {made.name: made}, self.output_tools)
+        tools = {**self.function_tools, made.name: made}
+        # a new dict: a run already started keeps the tools it was granted
+        every = with_toolsets(self.name, tools, self.toolsets)
+        check_forced_tool(self.name, self.model, every)
+        self.function_tools, self.tools = tools, every
 
     def output_validator(self, fn: _F, /) -> _F:
         """Decorate a function that checks (and may change) the run's output, as

@@ -116,7 +116,7 @@ class FunctionToolset(Toolset):
         arguments). Returns the ``FunctionTool``; a function without a ``RunContext``
         parameter is refused: add it with ``tool_plain``."""
         kw = {"name": name, "description": description, "timeout_s": timeout_s, "retries": retries}
-        return _decorator(fn, self.add_tool, takes_ctx=True, **kw)
+        return tool_decorator(fn, self.add_tool, takes_ctx=True, **kw)
 
     @overload
     def tool_plain(self, fn: Callable[..., Any], /) -> FunctionTool: ...
@@ -143,7 +143,7 @@ class FunctionToolset(Toolset):
         """``tool`` for a function that does not take the run's context (pydantic-ai's
         ``@toolset.tool_plain``); one that does is refused."""
         kw = {"name": name, "description": description, "timeout_s": timeout_s, "retries": retries}
-        return _decorator(fn, self.add_tool, takes_ctx=False, **kw)
+        return tool_decorator(fn, self.add_tool, takes_ctx=False, **kw)
 
     def add_function(self, fn: Callable[..., Any], **kwargs: Any) -> FunctionTool:
         """Add ``fn`` as a tool (``FunctionTool(fn, **kwargs)``)."""
@@ -310,7 +310,7 @@ def combined_tools(
     return tools
 
 
-def _decorator(
+def tool_decorator(
     fn: Callable[..., Any] | None,
     add: Callable[[Tool], None],
     *,

@@ -36,3 +36,9 @@ def encodes_as_utf8(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def storable(text: str) -> bool:
+    """Whether every store can hold and compare ``text``: no NUL (PostgreSQL's text takes
+    none) and no lone surrogate (``encodes_as_utf8``)."""
+    return "\x00" not in text and encodes_as_utf8(text)

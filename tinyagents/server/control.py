@@ -50,6 +50,7 @@ from tinyagents.protocol.commands import (
     sender_tenant,
 )
 from tinyagents.protocol.state import CommandState
+from tinyagents.protocol.text import storable
 from tinyagents.runtime import Runtime
 from tinyagents.steering.remote import (
     LISTING_POLL_S,
@@ -121,7 +122,7 @@ def decode_cursor(cursor: str) -> RunKey:
     if (
         not isinstance(key, list)
         or len(key) != 2
-        or not all(isinstance(part, str) and _storable(part) for part in key)
+        or not all(isinstance(part, str) and storable(part) for part in key)
         or not _a_time(key[0])
     ):
         raise ValueError("not a cursor this server handed out: use the one from a next link")
@@ -136,18 +137,6 @@ def _a_time(text: str) -> bool:
     try:
         datetime.fromisoformat(text)
     except ValueError:
-        return False
-    return True
-
-
-def _storable(text: str) -> bool:
-    """Whether every store can compare ``text`` (no NUL, which PostgreSQL refuses in text;
-    no lone surrogate, which UTF-8 cannot encode): no stored run's key holds either."""
-    if "\x00" in text:
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
         return False
     return True
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from tinyagents.errors import ArgumentError
 from tinyagents.protocol.ids import shown_id
-from tinyagents.protocol.text import encodes_as_utf8
+from tinyagents.protocol.text import storable
 
 #: The arguments each lookup takes as text (an id, a tenant, a prefix...).
 _TEXT = {
@@ -110,7 +110,7 @@ def _checked_claim(method: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(method)
     async def claim_nonce(self: Any, nonce: object, *, expires_at: object) -> Any:
-        if not isinstance(nonce, str) or not _holdable(nonce):
+        if not isinstance(nonce, str) or not storable(nonce):
             raise ArgumentError(
                 "nonce is text without NUL characters or lone surrogates, got "
                 f"{type(nonce).__name__} {shown_id(repr(nonce))}"
@@ -125,12 +125,6 @@ def _checked_claim(method: Callable[..., Any]) -> Callable[..., Any]:
     return claim_nonce
 
 
-def _holdable(text: str) -> bool:
-    """Whether a row can hold ``text``: PostgreSQL's text takes no NUL, no store a lone
-    surrogate (no UTF-8 encodes one)."""
-    return "\x00" not in text and encodes_as_utf8(text)
-
-
 def _text(arg: str, value: object, optional: bool) -> bool:
     if value is None and optional:
         return True
@@ -139,7 +133,7 @@ def _text(arg: str, value: object, optional: bool) -> bool:
             f"{arg} is text{' or None' if optional else ''}, got {type(value).__name__} "
             f"{shown_id(repr(value))}"
         )
-    return _holdable(value)
+    return storable(value)
 
 
 def _number(arg: str, value: object, optional: bool) -> None:
@@ -164,7 +158,7 @@ def _run_key(value: object) -> bool:
             "before is a run key (created_at as ISO text, run_id), as a listing's last run "
             f"gives it, or None; got {type(value).__name__} {shown_id(repr(value))}"
         )
-    return all(_holdable(part) for part in value)
+    return all(storable(part) for part in value)
 
 
 def _any_of(arg: str, value: object) -> list[str]:
@@ -178,4 +172,4 @@ def _any_of(arg: str, value: object) -> list[str]:
             raise ArgumentError(
                 f"{arg} is a list of text, holding {type(item).__name__} {shown_id(repr(item))}"
             )
-    return [item for item in value if _holdable(item)]
+    return [item for item in value if storable(item)]

@@ -24,6 +24,7 @@ from typing import Any, Literal, NamedTuple, NoReturn, TypedDict
 
 from tinyagents import _clock
 from tinyagents.errors import ArgumentError, InvalidNamespaceError, SemanticSearchUnsupported
+from tinyagents.protocol.text import storable
 
 #: LangGraph's sentinel for "use the store's default TTL"
 NOT_PROVIDED: Any = type("NotProvided", (), {"__repr__": lambda self: "NOT_PROVIDED"})()
@@ -342,7 +343,7 @@ def check_namespace(namespace: Any, *, reserved: bool = False, prefix: bool = Fa
             raise InvalidNamespaceError(
                 f"Namespace labels cannot be empty strings. Got {label!r} in {namespace}"
             )
-        if not _storable(label):
+        if not storable(label):
             raise InvalidNamespaceError(
                 f"Invalid namespace label {label!r} found in {namespace}: a NUL or a lone "
                 "surrogate cannot be stored in every backend"
@@ -412,21 +413,10 @@ def check_ops(ops: Iterable[Any]) -> list[Op]:
 def _check_key(key: Any) -> None:
     if not isinstance(key, str):
         raise ArgumentError(f"a store key is text, got {type(key).__name__}")
-    if not _storable(key):
+    if not storable(key):
         raise ArgumentError(
             f"store key {key!r} holds a NUL or a lone surrogate, which not every backend can store"
         )
-
-
-def _storable(text: str) -> bool:
-    """Whether SQLite and PostgreSQL both keep ``text`` as it is (no NUL, valid UTF-8)."""
-    if "\x00" in text:
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _check_page(limit: Any, offset: Any) -> None:
