@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_args, is_t
 
 from pydantic import BaseModel, ValidationError
 
+from tinyagents._record import FrozenRecord
 from tinyagents.errors import ArgumentError, GraphError
 from tinyagents.graph._context import TaskScope, caller_loop, enclosing_scope
 from tinyagents.graph.longterm import node_store
@@ -46,12 +47,12 @@ def _no_writer(value: Any) -> None:
     """The stream writer of a run that is not streamed: what it is given goes nowhere."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GraphRuntime(Generic[ContextT]):
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class GraphRuntime(FrozenRecord, Generic[ContextT]):
     """The run's ``context`` (``run(..., context=)``, None when not given), its long-term
     ``store`` (the graph's ``compile(store=...)``, a sub-graph's parent's: what a parameter
-    named ``store`` gets, ``longterm.node_store``; None without one), the ``stream_writer`` of the task (its ``custom`` stream
-    items) and, for an ``@entrypoint``, the ``previous`` value its thread saved."""
+    named ``store`` gets, ``longterm.node_store``; None without one), the ``stream_writer``
+    of the task (its ``custom`` stream items) and, for an ``@entrypoint``, the ``previous`` value its thread saved."""
 
     context: ContextT = None  # type: ignore[assignment]
     store: Any = None
