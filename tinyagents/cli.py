@@ -35,6 +35,7 @@ from tinyagents.server.commands import missing_extra
 from tinyagents.server.commands import run_command as run_server_command
 from tinyagents.server.runs_cli import add_runs_command, run_id_arg, run_runs_command
 from tinyagents.store.base import read_snapshot
+from tinyagents.store.urls import is_sqlite_url
 from tinyagents.supervisor.validate import validate_command
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -173,11 +174,12 @@ def demo_command(args: argparse.Namespace) -> int:
 
 
 def sqlite_file(store: str) -> str | None:
-    """The file a store argument names: a path, or a ``sqlite:///PATH`` URL as ``--store``
+    """The file a store argument names: a path, or a ``sqlite:///PATH`` (or
+    ``sqlite+aiosqlite:///PATH``) URL as ``--store``
     takes it (``sqlite:////abs.db`` is absolute); None for any other URL (PostgreSQL).
     ``StoreError`` for one that names no file (it was read as the directory ".")."""
-    if store.startswith("sqlite://"):
-        path = store.removeprefix("sqlite://").removeprefix("/")  # sqlite:///rel.db → rel.db
+    if is_sqlite_url(store):
+        path = store.partition("://")[2].removeprefix("/")  # sqlite:///rel.db → rel.db
     elif "://" in store:
         return None
     else:

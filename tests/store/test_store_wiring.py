@@ -33,6 +33,25 @@ def test_open_store_urls(tmp_path: Path) -> None:
         open_store("redis://x")
 
 
+async def test_a_sqlalchemy_style_sqlite_url_opens_the_same_file_everywhere(tmp_path: Path) -> None:
+    # the checkpointers and graph stores took 'sqlite+aiosqlite:///x.db' (SQLAlchemy's way to
+    # name the driver); the runtime's store refused the same URL as an unknown store
+    url = f"sqlite+aiosqlite:///{tmp_path}/runs.db"
+    store = open_store(url)
+    assert isinstance(store, SqliteStore) and store.path == f"{tmp_path}/runs.db"
+    async with Runtime(store=url) as rt:
+        assert isinstance(rt.store, SqliteStore) and rt.store.path == f"{tmp_path}/runs.db"
+    assert (tmp_path / "runs.db").is_file()
+    with pytest.raises(ConfigurationError, match="names no file"):
+        open_store("sqlite+aiosqlite:///")
+    # and so do the command line's store arguments and the server's key file beside the store
+    from tinyagents.cli import sqlite_file
+    from tinyagents.server.auth import default_key_file
+
+    assert sqlite_file(url) == f"{tmp_path}/runs.db"
+    assert default_key_file(url) == Path(f"{tmp_path}/runs.db.server-key")
+
+
 @pytest.mark.parametrize(
     ("spec", "words"),
     [

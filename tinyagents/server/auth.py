@@ -45,6 +45,7 @@ from tinyagents.errors import AuthError, ConfigurationError, InvalidIdError
 from tinyagents.protocol.commands import HumanActor, SteeringActor
 from tinyagents.protocol.ids import shown_name
 from tinyagents.runs.info import check_id
+from tinyagents.store.urls import is_sqlite_url
 
 OBSERVE_RIGHT = "agent:observe"
 CONTROL_RIGHT = "agent:control"
@@ -470,9 +471,9 @@ def _narrowed(parsed: Any, observe_only: bool, run_id: str | None, ttl_s: float 
 
 def default_key_file(store: str | None) -> Path | None:
     """The key file beside a SQLite store (``sqlite:///runs.db`` → ``runs.db.server-key``)."""
-    if store is None or not store.startswith("sqlite://"):
+    if store is None or not is_sqlite_url(store):
         return None
-    path = store.removeprefix("sqlite://")
+    path = store.partition("://")[2]
     path = path[1:] if path.startswith("/") else path
     if not path or path == ":memory:":
         return None

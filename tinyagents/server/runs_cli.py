@@ -40,7 +40,7 @@ from tinyagents.runs.info import RunStatus
 from tinyagents.server.control import Control, command_target, decode_cursor, task_entry
 from tinyagents.store.open import open_store
 from tinyagents.store.sqlite import SqliteStore
-from tinyagents.store.urls import redacted, sqlite_path
+from tinyagents.store.urls import is_sqlite_url, redacted, sqlite_path
 
 #: Where the operator API lives under a server's URL (as ``tinyagents.server.app.BASE``).
 API_BASE = "/api/agents"
@@ -501,7 +501,7 @@ def _token() -> str:
 
 def _existing_store(url: str) -> str:
     """``url``, once it names a store that exists (a typo must not make an empty store)."""
-    if url.startswith("sqlite://"):
+    if is_sqlite_url(url):
         path = sqlite_path(url)
         if not Path(path).is_file():
             raise CliError(f"no store file at {path!r} (is the runtime's --store the same?)")

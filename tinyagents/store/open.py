@@ -9,14 +9,15 @@ from tinyagents.errors import ConfigurationError, StoreError
 from tinyagents.store import _backends
 from tinyagents.store.base import Store
 from tinyagents.store.memory import MemoryStore
-from tinyagents.store.urls import redacted, sqlite_path
+from tinyagents.store.urls import is_sqlite_url, redacted, sqlite_path
 
 if TYPE_CHECKING:
     from tinyagents.store.postgres import PostgresStore
 
 
 def open_store(spec: str | Store | None, *, create: bool = True) -> Store:
-    """``None``/``"memory://"`` → MemoryStore; ``"sqlite:///path.db"`` → SqliteStore;
+    """``None``/``"memory://"`` → MemoryStore; ``"sqlite:///path.db"`` (or SQLAlchemy's
+    ``"sqlite+aiosqlite:///path.db"``, as the checkpointers take it) → SqliteStore;
     ``"postgresql://user@host/db"`` (or ``postgres://``; ``?schema=name`` keeps the tables in
     that schema) → PostgresStore.
 
@@ -34,7 +35,7 @@ def open_store(spec: str | Store | None, *, create: bool = True) -> Store:
             f"a store is a URL or a Store, got {type(spec).__name__}{hint}; e.g. "
             "'sqlite:///runs.db'"
         )
-    if spec.startswith("sqlite://"):
+    if is_sqlite_url(spec):
         path = sqlite_path(spec)
         if not create and not Path(path).is_file():
             raise StoreError(f"no store file at {path!r} (nothing was created)")

@@ -31,6 +31,15 @@ def redacted(dsn: str) -> str:
     return urlunsplit(parts)
 
 
+#: The URL schemes of a SQLite file: ours, and SQLAlchemy's name of the aiosqlite driver.
+SQLITE_SCHEMES = ("sqlite://", "sqlite+aiosqlite://")
+
+
+def is_sqlite_url(spec: str) -> bool:
+    """Whether ``spec`` is a SQLite URL (``sqlite:///runs.db``, ``sqlite+aiosqlite:///runs.db``)."""
+    return spec.startswith(SQLITE_SCHEMES)
+
+
 def sqlite_path(spec: str, *, what: str = "store") -> str:
     """The file a ``sqlite://`` URL names (``sqlite:///rel.db`` → ``rel.db``,
     ``sqlite:////abs.db`` → ``/abs.db``; ``sqlite+aiosqlite://`` alike); ``ConfigurationError``

@@ -67,7 +67,7 @@ from tinyagents.store.sqlite import (
     use_wal,
     why_not_opened,
 )
-from tinyagents.store.urls import check_file_name, sqlite_path
+from tinyagents.store.urls import check_file_name, is_sqlite_url, sqlite_path
 
 #: SQLite's ``synchronous`` levels
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
@@ -157,7 +157,7 @@ def _path(path: str) -> str:
     """The file a checkpointer's ``path`` or ``sqlite:///`` URL names, read as a store's URL
     is: one that names no file (SQLite's private temporary database, every checkpoint gone at
     close) or a URL with a query (made a new file of that name) is a ``ConfigurationError``."""
-    if path.startswith(("sqlite://", "sqlite+aiosqlite://")):
+    if is_sqlite_url(path):
         return check_file_name(sqlite_path(path, what="checkpointer"), what="checkpointer")
     if not path:
         raise ConfigurationError(

@@ -53,7 +53,7 @@ from tinyagents.store.sqlite import (
     use_wal,
     why_not_opened,
 )
-from tinyagents.store.urls import check_file_name, sqlite_path
+from tinyagents.store.urls import check_file_name, is_sqlite_url, sqlite_path
 
 _RECORD = "graph_store_migrations"
 _TABLE = "graph_store_items"
@@ -85,7 +85,7 @@ _I = TypeVar("_I", bound=Item)
 
 
 def _path(path: str) -> str:
-    if path.startswith(("sqlite://", "sqlite+aiosqlite://")):
+    if is_sqlite_url(path):
         return check_file_name(sqlite_path(path, what="graph store"), what="graph store")
     if not path:
         raise ConfigurationError(
