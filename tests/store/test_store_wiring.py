@@ -212,6 +212,32 @@ async def test_a_postgres_url_with_a_port_out_of_range_is_a_store_error(port: st
         await PostgresCheckpointer(url).setup()
 
 
+@pytest.mark.parametrize(
+    ("url", "schema", "part"),
+    [
+        ("postgresql://127.0.0.1:5432/te%00st", None, "database"),
+        ("postgresql://u%00x@127.0.0.1:5432/test", None, "user"),
+        ("postgresql://u:p%00w@127.0.0.1:5432/test", None, "password"),
+        ("postgresql://127.0.0.1:5432/test?schema=a%00b", None, "schema"),
+        ("postgresql://127.0.0.1:5432/test", "a\x00b", "schema"),
+    ],
+)
+async def test_a_postgres_url_with_a_nul_is_refused_before_connecting(
+    url: str, schema: str | None, part: str
+) -> None:
+    """PostgreSQL names hold no NUL: the server answered "invalid startup packet layout" (or
+    "invalid byte sequence for encoding") and the store said it "could not open"; the URL is
+    refused where it is given, naming the part, and no password is shown."""
+    from tinyagents.store.checkpoint import PostgresCheckpointer
+    from tinyagents.store.longterm import PostgresGraphStore
+    from tinyagents.store.postgres import PostgresStore
+
+    for make in (PostgresStore, PostgresCheckpointer, PostgresGraphStore):
+        with pytest.raises(ConfigurationError, match=f"its {part} holds a NUL") as caught:
+            make(url, schema=schema)
+        assert "p%00w" not in str(caught.value)
+
+
 def _schema_and_rows(path: Path) -> tuple[object, ...]:
     with sqlite3.connect(path) as conn:
         schema = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()

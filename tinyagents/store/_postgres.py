@@ -9,7 +9,7 @@ import hashlib
 import re
 from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from tinyagents._bounds import seconds, whole_number
 from tinyagents.errors import ConfigurationError, StoreError
@@ -248,6 +248,7 @@ def split_schema(dsn: str, schema: str | None) -> tuple[str, str | None]:
     except ValueError:
         return dsn, schema  # asyncpg says what is wrong with it when it connects
     query = parse_qsl(parts.query, keep_blank_values=True)
+    _refuse_nul(dsn, parts, query, schema)
     named = [value for key, value in query if key == "schema"]
     if not named:
         return dsn, schema
@@ -259,6 +260,28 @@ def split_schema(dsn: str, schema: str | None) -> tuple[str, str | None]:
         )
     rest = urlencode([(key, value) for key, value in query if key != "schema"])
     return urlunsplit(parts._replace(query=rest)), schema if schema is not None else in_url
+
+
+def _refuse_nul(
+    dsn: str, parts: SplitResult, query: list[tuple[str, str]], schema: str | None
+) -> None:
+    """A ``ConfigurationError`` naming the part of a PostgreSQL URL (or the ``schema``) that
+    holds a NUL (``%00``): PostgreSQL names hold none, and the server answered with "invalid
+    startup packet layout", read as a store that "could not open"."""
+    named = [
+        ("user", unquote(parts.username or "")),
+        ("password", unquote(parts.password or "")),
+        ("host", unquote(parts.hostname or "")),
+        ("database", unquote(parts.path)),
+        *((key if key == "schema" else f"option {key!r}", value) for key, value in query),
+        ("schema", schema or ""),
+    ]
+    for part, value in named:
+        if "\x00" in value:
+            raise ConfigurationError(
+                f"PostgreSQL URL {redacted(dsn)}: its {part} holds a NUL (%00), which no "
+                "PostgreSQL name or setting can hold"
+            )
 
 
 async def open_pool(
