@@ -2171,6 +2171,7 @@ async def start_agent_run(
     toolsets: Sequence[Any] | None = None,
     deps: Any = None,
     model_settings: Mapping[str, Any] | None = None,
+    hold_thread: bool = False,
 ) -> RunHandle:
     """Register a run of ``agent`` (a child of ``parent`` if given) and start its loop.
     ``output_type``, ``model``, ``instructions``, ``toolsets`` and ``model_settings`` are the run's own
@@ -2180,7 +2181,11 @@ async def start_agent_run(
     ``history`` (and ``input``, when it is messages) is a conversation to continue; its tool
     calls and results must pair up, else ``ConfigurationError`` and nothing starts. Under a
     parent, ``tools`` naming one taken from a run above is ``ToolsWithheld``, and an agent
-    whose every model was taken is ``ModelsWithheld`` (nothing starts either way)."""
+    whose every model was taken is ``ModelsWithheld`` (nothing starts either way).
+
+    A run on a thread a session's turn holds is ``ThreadBusy`` (nothing starts);
+    ``hold_thread`` (a session's turn) holds ``thread_id`` until the run ends, so it is
+    ``ThreadBusy`` too while any other run of the thread has not finished."""
     require_open(runtime)
     _check_start(agent, input, limits, history, thread_id, tools)
     agent = agent.for_run(
@@ -2251,7 +2256,16 @@ async def start_agent_run(
     # runs that incarnation started fails when this one ends: ``Runtime.finish``.) With a
     # durable store a fresh id is claimed too: killed before its first snapshot, the run is
     # in the store, so what it accepted waits for it to be started again under its id.
-    applied = await runtime.applied_commands(info) if run_id is not None or runtime.durable else []
+    if thread_id is not None:  # before anything awaits: of two starts at once, one gets it
+        runtime.runs.take_thread(info, hold=hold_thread)
+    try:
+        applied = (
+            await runtime.applied_commands(info) if run_id is not None or runtime.durable else []
+        )
+    except BaseException:
+        if thread_id is not None:
+            runtime.runs.let_go_of_thread(info)
+        raise
     try:
         run.earlier = applied
         restored = apply.restore(run, applied)
@@ -2268,6 +2282,8 @@ async def start_agent_run(
         # refused (a parent of another tenant or that has ended, the runtime closing) or
         # cancelled: the id's claim in the store, made by applied_commands, must not keep
         # other runtimes off it
+        if thread_id is not None:
+            runtime.runs.let_go_of_thread(info)
         await runtime.unclaim(info.run_id)
         raise
     if pause is not None:

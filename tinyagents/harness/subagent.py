@@ -194,6 +194,11 @@ class SubAgentSession(Record):
                     f"SubAgentSession.send takes no {own}=: the session's transcript is the "
                     "history of each turn, and its parent is given to SubAgent.session(...)"
                 )
+        if "hold_thread" in kw:  # every turn holds the session's thread
+            raise ConfigurationError(
+                "SubAgentSession.send takes no hold_thread=: every turn holds the session's "
+                "thread while it runs"
+            )
         async with self._turn:
             return await self._send(text, **kw)
 
@@ -205,7 +210,7 @@ class SubAgentSession(Record):
             history.append(Message(role="system", content=agent.instructions))
         kw.setdefault("thread_id", self.thread_id)
         handle = await start_agent_run(
-            self.runtime, agent, text, parent=self.parent, history=history, **kw
+            self.runtime, agent, text, parent=self.parent, history=history, hold_thread=True, **kw
         )
         self.runs.append(handle.run_id)
         result = await _wait(self.runtime, handle, "SubAgentSession.send")

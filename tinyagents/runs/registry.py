@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tinyagents._record import Record, record
-from tinyagents.errors import ConfigurationError
+from tinyagents.errors import ConfigurationError, ThreadBusy
 from tinyagents.protocol.commands import SteeringActor, sender_tenant
 from tinyagents.runs.handle import RunHandle
 from tinyagents.runs.info import RunInfo, lookup_id
@@ -56,6 +56,11 @@ class RunRegistry:
         self.retain_finished_s = retain_finished_s
         self._handles: dict[str, RunHandle] = {}
         self._threads: dict[str, list[str]] = {}
+        #: A session turn's hold on its thread, by (tenant, thread): the holding run's info
+        #: (free again once it has finished: a turn reopened by steering holds it again).
+        self._held: dict[tuple[str, str], RunInfo] = {}
+        #: Runs of a thread that took it and are not registered yet, by (tenant, thread).
+        self._starting: dict[tuple[str, str], set[str]] = {}
         self._listeners: list[Callable[[RunHandle], None]] = []
         #: Unfinished runs per root: a tree enters the window when its set empties.
         self._live: dict[str, set[str]] = {}
@@ -80,6 +85,7 @@ class RunRegistry:
         self._handles[info.run_id] = handle
         if info.thread_id is not None:
             self._threads.setdefault(info.thread_id, []).append(info.run_id)
+            self._started(info)
         if not info.status.finished:
             self._live.setdefault(info.root_run_id, set()).add(info.run_id)
             self._unqueue(info.root_run_id)  # a new run in a finished tree: live again
@@ -139,6 +145,43 @@ class RunRegistry:
             ):
                 return handle
         return None
+
+    def take_thread(self, info: RunInfo, *, hold: bool) -> None:
+        """Run ``info`` (of a thread) is starting: ``ThreadBusy`` if a session's turn holds
+        its thread (of its tenant: thread ids are each tenant's own). ``hold`` (a session's
+        turn): it holds the thread itself, so ``ThreadBusy`` too if any other run of the thread
+        has not finished, or is starting. Taken before the start awaits anything, so of two
+        starts at once exactly one gets the thread; ``let_go_of_thread`` if the start fails."""
+        thread_id = info.thread_id
+        assert thread_id is not None
+        key = (info.tenant_id, thread_id)
+        holder = self._held.get(key)
+        if holder is not None and holder.run_id != info.run_id and not holder.status.finished:
+            raise ThreadBusy(thread_id)
+        starting = self._starting.setdefault(key, set())
+        if hold:
+            if starting or self.for_thread(thread_id, info.tenant_id) is not None:
+                if not starting:
+                    del self._starting[key]
+                raise ThreadBusy(thread_id)
+            self._held[key] = info
+        starting.add(info.run_id)
+
+    def let_go_of_thread(self, info: RunInfo) -> None:
+        """The start of run ``info`` failed: what it took of its thread is free again."""
+        self._started(info)
+        key = (info.tenant_id, info.thread_id or "")
+        holder = self._held.get(key)
+        if holder is not None and holder.run_id == info.run_id:
+            del self._held[key]
+
+    def _started(self, info: RunInfo) -> None:
+        key = (info.tenant_id, info.thread_id or "")
+        starting = self._starting.get(key)
+        if starting is not None:
+            starting.discard(info.run_id)
+            if not starting:
+                del self._starting[key]
 
     def thread_tenant(self, actor: SteeringActor) -> str | None:
         """The tenant among whose runs a thread command sent by ``actor`` resolves (thread
@@ -270,6 +313,10 @@ class RunRegistry:
                     runs.remove(info.run_id)
                     if not runs:
                         del self._threads[info.thread_id]
+                key = (info.tenant_id, info.thread_id)
+                holder = self._held.get(key)
+                if holder is not None and holder.run_id == info.run_id:
+                    del self._held[key]
 
 
 def _count(value: object) -> bool:

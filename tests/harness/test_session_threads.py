@@ -1,0 +1,242 @@
+"""A thread has one writer at a time: a ``SubAgentSession`` turn against another run of its
+thread.
+
+Two sessions on one thread id (or a session and a plain ``rt.start`` / ``agent.run`` with that
+``thread_id``) ran side by side: each continued a transcript of its own, so the conversation
+forked, and a command sent to ``SteeringTarget.thread(...)`` reached only the newer run: the
+other turn never saw it. The thread is now held for a session's turn: a second writer on a
+busy thread is ``ThreadBusy`` at once, before anything starts (as a graph thread's second
+writer is); a session's own sends still take turns. Runs are held at gates, never by sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tinyagents import Agent, SubAgent
+from tinyagents.errors import ConfigurationError, RunFailed, ThreadBusy, UnknownTargetError
+from tinyagents.runtime import Runtime
+from tinyagents.testkit import FunctionModel, Gate, ScriptedModel, reply
+
+WORKER = Path(__file__).with_name("session_thread_crash_worker.py")
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def rt(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Runtime]:
+    """The in-memory default and a runtime on a real SQLite file."""
+    if request.param == "memory":
+        runtime = Runtime(testing=True)
+    else:
+        runtime = Runtime(f"sqlite:///{tmp_path / 'runs.db'}", testing=True)
+    async with runtime:
+        yield runtime
+
+
+def held(gate: Gate, answer: str = "done") -> FunctionModel:
+    """A model whose first call waits at ``gate``; every call answers ``answer``."""
+
+    async def model(_: Any) -> str:
+        if gate.calls == 0:
+            await gate.wait()
+        return answer
+
+    return FunctionModel(model)
+
+
+def chat(model: Any, name: str = "chat") -> SubAgent:
+    return SubAgent(Agent(name, model))
+
+
+def runs_on(rt: Runtime, thread_id: str) -> list[str]:
+    return [h.run_id for h in rt.runs.handles() if h.info.thread_id == thread_id]
+
+
+async def test_a_second_session_on_a_busy_thread_is_thread_busy(rt: Runtime) -> None:
+    gate = Gate("first")
+    first = chat(held(gate, "first answer")).session(runtime=rt, thread_id="t-1")
+    calls: list[object] = []
+    second = chat(FunctionModel(lambda r: calls.append(r) or "second answer")).session(
+        runtime=rt, thread_id="t-1"
+    )
+    turn = asyncio.ensure_future(first.send("one"))
+    await gate.entered.wait()
+    with pytest.raises(ThreadBusy) as busy:
+        await second.send("two")
+    assert busy.value.thread_id == "t-1"
+    # nothing of the refused turn started: no run, no model call, no transcript
+    assert calls == [] and second.runs == [] and second.messages == []
+    assert runs_on(rt, "t-1") == first.runs
+    gate.open()
+    assert await turn == "first answer"
+    # the thread is free once the turn ended: the second session's turn runs now
+    assert await second.send("two") == "second answer"
+    assert [m.content for m in first.messages] == ["one", "first answer"]
+
+
+async def test_a_sessions_own_sends_still_take_turns(rt: Runtime) -> None:
+    gate = Gate("first")
+    session = chat(held(gate, "answer")).session(runtime=rt, thread_id="t-own")
+    one = asyncio.ensure_future(session.send("one"))
+    await gate.entered.wait()
+    two = asyncio.ensure_future(session.send("two"))
+    gate.open()
+    assert (await one, await two) == ("answer", "answer")
+    assert [m.content for m in session.messages] == ["one", "answer", "two", "answer"]
+
+
+async def test_a_session_turn_while_a_plain_run_of_the_thread_runs_is_thread_busy(
+    rt: Runtime,
+) -> None:
+    gate = Gate("plain")
+    plain = await rt.start(Agent("plain", held(gate)), "work", thread_id="t-2")
+    await gate.entered.wait()
+    session = chat(ScriptedModel([reply("turn")])).session(runtime=rt, thread_id="t-2")
+    with pytest.raises(ThreadBusy):
+        await session.send("hello")
+    assert session.runs == []
+    gate.open()
+    await plain.result()
+    assert await session.send("hello") == "turn"
+
+
+async def test_agent_run_on_a_thread_a_session_turn_holds_is_thread_busy(rt: Runtime) -> None:
+    gate = Gate("turn")
+    session = chat(held(gate, "turn")).session(runtime=rt, thread_id="t-3")
+    turn = asyncio.ensure_future(session.send("hello"))
+    await gate.entered.wait()
+    other = Agent("other", ScriptedModel([reply("other"), reply("other again")]))
+    with pytest.raises(ThreadBusy):
+        await other.run("work", runtime=rt, thread_id="t-3")
+    with pytest.raises(ThreadBusy):
+        await rt.start(other, "work", thread_id="t-3")
+    assert runs_on(rt, "t-3") == session.runs
+    gate.open()
+    assert await turn == "turn"
+    assert (await other.run("work", runtime=rt, thread_id="t-3")).output == "other"
+
+
+async def test_plain_runs_of_one_thread_still_run_side_by_side(rt: Runtime) -> None:
+    """Only a session's turn holds its thread: plain runs on one thread id keep running
+    together, as before (a thread command goes to the newest of them)."""
+    gate = Gate("plain")
+    first = await rt.start(Agent("a", held(gate)), "work", thread_id="t-4")
+    await gate.entered.wait()
+    second = await rt.start(Agent("b", ScriptedModel([reply("b")])), "work", thread_id="t-4")
+    assert (await second.result()).output == "b"
+    gate.open()
+    assert (await first.result()).output == "done"
+
+
+async def test_another_tenants_thread_of_the_same_id_is_not_busy(rt: Runtime) -> None:
+    gate = Gate("turn")
+    session = chat(held(gate, "mine")).session(runtime=rt, thread_id="t-5")
+    turn = asyncio.ensure_future(session.send("hello", tenant_id="acme"))
+    await gate.entered.wait()
+    theirs = chat(ScriptedModel([reply("theirs")])).session(runtime=rt, thread_id="t-5")
+    assert await theirs.send("hello", tenant_id="globex") == "theirs"
+    gate.open()
+    assert await turn == "mine"
+
+
+@pytest.mark.parametrize("how", ["cancelled", "timed out"])
+async def test_a_turn_whose_caller_stops_waiting_releases_the_thread(rt: Runtime, how: str) -> None:
+    gate = Gate("turn")
+    first = chat(held(gate)).session(runtime=rt, thread_id="t-6")
+    scopes: list[asyncio.Timeout] = []
+
+    async def caller() -> Any:
+        async with asyncio.timeout(None) as scope:
+            scopes.append(scope)
+            return await first.send("one")
+
+    turn = asyncio.ensure_future(caller())
+    await gate.entered.wait()
+    if how == "cancelled":
+        turn.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await turn
+    else:  # the caller's deadline passes while the turn is in its model call
+        scopes[0].reschedule(asyncio.get_running_loop().time())
+        with pytest.raises(TimeoutError):
+            await turn
+    (run_id,) = first.runs
+    handle = rt.runs.get(run_id)
+    assert handle is not None
+    await handle.result()  # the turn's run ended, cancelled
+    second = chat(ScriptedModel([reply("after")])).session(runtime=rt, thread_id="t-6")
+    assert await second.send("two") == "after"
+
+
+async def test_a_failing_turn_releases_the_thread(rt: Runtime) -> None:
+    def broken(_: Any) -> str:
+        raise RuntimeError("the model broke")
+
+    first = chat(FunctionModel(broken)).session(runtime=rt, thread_id="t-7")
+    with pytest.raises(RunFailed):
+        await first.send("one")
+    second = chat(ScriptedModel([reply("after")])).session(runtime=rt, thread_id="t-7")
+    assert await second.send("two") == "after"
+    # and the failed session's next turn runs too (its thread is free)
+    first.subagent.agent.model = ScriptedModel([reply("again")])
+    assert await first.send("three") == "again"
+
+
+async def test_a_turn_refused_at_start_releases_the_thread(rt: Runtime) -> None:
+    """A turn whose start is refused after the thread was taken (bad arguments) holds
+    nothing: the next turn on the thread runs."""
+    session = chat(ScriptedModel([reply("ok")])).session(runtime=rt, thread_id="t-8")
+    with pytest.raises(UnknownTargetError):
+        await session.send("one", tools=["no-such-tool"])
+    assert session.runs == []
+    assert await session.send("one") == "ok"
+
+
+async def test_the_hold_goes_with_a_killed_process(tmp_path: Path) -> None:
+    """The hold is the runtime's own, in its process: a process killed during a turn leaves
+    no hold in the shared SQLite store, so the thread's next turn, in another process, runs
+    (it is not stuck for ever)."""
+    db = tmp_path / "runs.db"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(WORKER),
+        str(db),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    line = await asyncio.wait_for(proc.stdout.readline(), 60)
+    if not line.startswith(b"ready"):
+        proc.kill()
+        pytest.fail(f"worker: {line!r} {(await proc.stderr.read()).decode()}")
+    proc.kill()
+    await proc.wait()
+    async with Runtime(f"sqlite:///{db}", testing=True) as rt:
+        session = chat(ScriptedModel([reply("after the crash")])).session(
+            runtime=rt, thread_id="t-crash"
+        )
+        assert await session.send("hello") == "after the crash"
+
+
+async def test_a_plain_run_can_hold_its_thread_as_a_turn_does(rt: Runtime) -> None:
+    gate = Gate("plain")
+    holder = await rt.start(Agent("plain", held(gate)), "work", thread_id="t-9", hold_thread=True)
+    await gate.entered.wait()
+    with pytest.raises(ThreadBusy):
+        await rt.start(Agent("other", ScriptedModel([reply("x")])), "work", thread_id="t-9")
+    gate.open()
+    await holder.result()
+    other = await rt.start(Agent("other", ScriptedModel([reply("x")])), "work", thread_id="t-9")
+    assert (await other.result()).output == "x"
+
+
+async def test_a_send_cannot_let_go_of_the_hold(rt: Runtime) -> None:
+    session = chat(ScriptedModel([reply("x")])).session(runtime=rt, thread_id="t-10")
+    with pytest.raises(ConfigurationError, match="hold_thread"):
+        await session.send("one", hold_thread=False)
+    assert session.runs == []
