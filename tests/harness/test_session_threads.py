@@ -240,3 +240,32 @@ async def test_a_send_cannot_let_go_of_the_hold(rt: Runtime) -> None:
     with pytest.raises(ConfigurationError, match="hold_thread"):
         await session.send("one", hold_thread=False)
     assert session.runs == []
+
+
+async def test_of_two_turns_started_at_once_exactly_one_gets_the_thread(rt: Runtime) -> None:
+    """Both starts run to their first await together (on a SQLite file, registering reads
+    the store first): the hold is taken before that, so one gets the thread and the other is
+    ``ThreadBusy``, never both running."""
+    sessions = [
+        chat(ScriptedModel([reply(f"answer {i}")])).session(runtime=rt, thread_id="t-11")
+        for i in range(2)
+    ]
+    outcomes = await asyncio.gather(*(s.send("hi") for s in sessions), return_exceptions=True)
+    assert sorted(type(o).__name__ for o in outcomes) == ["ThreadBusy", "str"]
+    assert sum(len(s.runs) for s in sessions) == 1
+
+
+async def test_a_turn_started_with_a_plain_run_of_the_thread_at_once_is_thread_busy(
+    rt: Runtime,
+) -> None:
+    """A plain run of the thread that has not registered yet (its start is awaiting) is
+    seen by a turn starting beside it: the turn is ``ThreadBusy``."""
+    plain = Agent("plain", ScriptedModel([reply("plain")]))
+    session = chat(ScriptedModel([reply("turn")])).session(runtime=rt, thread_id="t-12")
+    started, turn = await asyncio.gather(
+        rt.start(plain, "work", thread_id="t-12"), session.send("hi"), return_exceptions=True
+    )
+    assert isinstance(turn, ThreadBusy)
+    assert not isinstance(started, BaseException)
+    assert (await started.result()).output == "plain"
+    assert await session.send("hi") == "turn"
