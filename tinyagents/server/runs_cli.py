@@ -820,6 +820,14 @@ def runs_table(runs: Sequence[dict[str, Any]]) -> Table:
     return table
 
 
+#: What ``runs approve`` hands a question as its answer (``lowering.resume_value``), the
+#: value a question's ``response_schema`` checks: ``--value`` is its ``value``, not all of it.
+APPROVE_ANSWER = (
+    '{"approved": true (false with --reject), "value": --value, "reason": --reason}'
+    " (each of value and reason only when given)"
+)
+
+
 def run_panel(snap: dict[str, Any]) -> Table:
     """One run's snapshot as a two-column table, with what waits for it."""
     table = Table(show_header=False, title=f"run {_cell(snap.get('run_id'))}", title_justify="left")
@@ -866,8 +874,13 @@ def run_panel(snap: dict[str, Any]) -> Table:
             f"{_cell(json.dumps(i.get('value'), default=str))}",
         )
         schema = i.get("response_schema")
-        if schema is not None:  # a typed question: the JSON Schema its answer's value meets
-            table.add_row("  answer", _cell(f"--value meeting {json.dumps(schema, default=str)}"))
+        if schema is not None:  # a typed question: the JSON Schema its answer meets
+            # the schema is the whole answer's, and an approve's answer wraps --value (it
+            # said "--value meeting" it: a --value of the schema's shape was refused)
+            table.add_row(
+                "  answer",
+                _cell(f"{APPROVE_ANSWER} must meet {json.dumps(schema, default=str)}"),
+            )
     return table
 
 
