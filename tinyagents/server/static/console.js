@@ -303,6 +303,10 @@
         for (const result of results) {
           if (result.ok && Array.isArray(result.data)) for (const run of result.data) runs.set(run.run_id, run);
         }
+        // a run opened by its id while this poll was asking (its tree not asked for yet):
+        // kept until the next poll brings its tree
+        const opened = state.runs.get(state.selected);
+        if (state.root !== root && opened && !runs.has(opened.run_id)) runs.set(opened.run_id, opened);
         state.runs = runs;
         // (the live runs too fill more than a page: the newest of them are shown)
         state.more = Boolean(results[0].next || results[1].next);
@@ -479,6 +483,26 @@
   }
 
   // ------------------------------------------------------------------ the selected run
+
+  // A run the tree does not show (older than the trees it lists) known by its id (from the
+  // CLI, a log, a colleague): read by its id and selected; its tree is followed from then.
+  async function openRun(runId) {
+    if (!runId) {
+      toast("Write a run id first.");
+      return;
+    }
+    const token = state.token;
+    const result = await api(runPath(runId));
+    if (state.token !== token) return; // signed out (or in with another token) meanwhile
+    const run = result.data;
+    if (!result.ok || !run || typeof run !== "object" || typeof run.run_id !== "string") {
+      toast(problem(result));
+      return;
+    }
+    state.runs.set(run.run_id, run);
+    select(run.run_id);
+    poll();
+  }
 
   function select(runId) {
     state.selected = runId;
@@ -750,6 +774,10 @@
       if (!tools.length && !window.confirm(`Take every tool away from ${nameOf(state.selected)}? Tools narrowed away do not come back.`)) return;
       send(`narrow tools to ${tools.map(iso).join(", ") || "none"}`, state.selected, `${runPath(state.selected)}/commands`,
         { kind: "constrain_tools", payload: { tools } });
+    });
+    $("open-run-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      openRun($("open-run-input").value.trim());
     });
     $("show-finished").addEventListener("change", renderTree);
     $("only-selected").addEventListener("change", applyTimelineFilter);
