@@ -1,18 +1,27 @@
 """Real clients, round three: what an operator does with the documented tools, taken at their
 word (test_real_clients and test_real_clients_2 have the HTTP clients themselves): the
 ``runs`` CLI's advice on a typed question, followed literally, is an answer the question
-takes."""
+takes; and curl through a second ``serve`` process on the demo's store answering the
+demo's question while its graph is paused."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, TypedDict
 
 from operator_server import BASE, Served, eventually
 from pydantic import BaseModel
+from test_console_browser import TINYAGENTS, _listening, free_port, serve_demo
+from test_real_clients import needs_curl
+from test_serve import ENV
 
 from tinyagents.graph import END, START, StateGraph, interrupt
 from tinyagents.store.checkpoint import MemoryCheckpointer
@@ -89,3 +98,97 @@ async def test_runs_show_says_how_an_approves_value_meets_a_typed_question(
     assert code == 0, (out, err)
     result = await run.result()
     assert result.status.value == "completed" and result.output["answer"] == 12
+
+
+@contextlib.contextmanager
+def second_server(tmp_path: Path) -> Iterator[str]:
+    """A plain ``tinyagents serve`` on the demo server's store (tmp_path/serve.db): its URL.
+    It owns none of the demo's runs: it lists them from the store and sends their commands
+    through the store's inbox."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(TINYAGENTS), "serve", "--port", str(port), "--store",
+         f"sqlite:///{tmp_path / 'serve.db'}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV, cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not _listening(port):
+            assert proc.poll() is None, "the second serve exited"
+            assert time.monotonic() < deadline, "the second serve did not listen"
+            time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def curl_json(*args: str) -> Any:
+    """``curl -s ARGS`` (as the docs write it): its body, read as JSON."""
+    done = subprocess.run(
+        ["curl", "-s", "--max-time", "30", *args], capture_output=True, check=True, timeout=60
+    )
+    return json.loads(done.stdout)
+
+
+@needs_curl
+def test_curl_through_a_second_server_answers_a_paused_graphs_question(tmp_path: Path) -> None:
+    """Two ``serve`` processes on one SQLite file, the demo's refund graph owned by the
+    first; with curl, through the second, as the docs write the requests: pause the graph
+    waiting on its question, answer it (from its task's row) while paused (the answer waits,
+    open, in the snapshot), resume: the graph completes, each command applied once."""
+    with serve_demo(tmp_path) as (url, _printed), second_server(tmp_path) as other:
+        token = url.split("#token=")[1]
+        bearer = ["-H", f"Authorization: Bearer {token}"]
+        api = f"{other}/api/agents"
+
+        def asked() -> Any:
+            runs = curl_json(*bearer, f"{api}/runs?status=interrupted&limit=20")
+            return next((r for r in runs if r["kind"] == "graph" and r["depth"] == 0), None)
+
+        graph = _until(asked)
+        run = graph["run_id"]
+        (question,) = graph["interrupts"]
+        receipt = curl_json(*bearer, "-X", "POST", f"{api}/runs/{run}/pause")
+        assert receipt["status"] == "accepted", receipt
+        _until(lambda: curl_json(*bearer, f"{api}/runs/{run}")["status"] == "paused")
+        entry = next(
+            r["run_id"]
+            for r in curl_json(*bearer, f"{api}/runs?root_run_id={run}")
+            if r["run_id"] != run
+        )
+        body = {"kind": "approve", "payload": {"interrupt_id": question["id"], "value": "50"}}
+        receipt = curl_json(
+            *bearer, "-H", "Content-Type: application/json", "-d", json.dumps(body),
+            f"{api}/runs/{entry}/tasks/{question['task_id']}/commands",
+        )  # fmt: skip
+        assert receipt["status"] == "accepted" and receipt["run_id"] == run, receipt
+        approve = receipt["correlation_id"]
+        held = _until(
+            lambda: (snap := curl_json(*bearer, f"{api}/runs/{run}"))["pending_commands"] and snap
+        )
+        assert held["status"] == "paused" and len(held["interrupts"]) == 1, held
+        assert [p["correlation_id"] for p in held["pending_commands"]] == [approve], held
+        receipt = curl_json(*bearer, "-X", "POST", f"{api}/runs/{run}/resume")
+        assert receipt["status"] == "accepted", receipt
+        done = _until(
+            lambda: (
+                (snap := curl_json(*bearer, f"{api}/runs/{run}"))["status"] == "completed" and snap
+            )
+        )
+        assert done["pending_commands"] == [] and done["interrupts"] == [], done
+        states = {c["kind"]: c["state"] for c in curl_json(*bearer, f"{api}/runs/{run}/steering")}
+        assert states == {"pause": "applied", "approve": "applied", "resume": "applied"}
+
+
+def _until(check: Any, timeout_s: float = 60.0) -> Any:
+    """Ask ``check`` until it answers something truthy (a bound on waiting, not a timing)."""
+    deadline = time.monotonic() + timeout_s
+    while not (value := check()):
+        assert time.monotonic() < deadline, "nothing came"
+        time.sleep(0.2)
+    return value
