@@ -192,3 +192,23 @@ def _until(check: Any, timeout_s: float = 60.0) -> Any:
         assert time.monotonic() < deadline, "nothing came"
         time.sleep(0.2)
     return value
+
+
+@needs_curl
+async def test_curl_of_the_api_address_serve_prints_says_where_the_endpoints_are(
+    served: Served,
+) -> None:
+    """``serve`` prints ``API: http://HOST:PORT/api/agents``; curl of that address (or of a
+    path no endpoint has) was a bare ``Not Found``. It is still the 404 ``not_found``, and
+    says where the endpoints are listed, without echoing the path sent."""
+    for path in (BASE, f"{BASE}/", "/api", f"{BASE}/rnus", "/api/agents/" + "x" * 5000):
+        done = await asyncio.create_subprocess_exec(
+            "curl", "-s", "--max-time", "30", "-H",
+            f"Authorization: Bearer {served.tokens['alice']}", served.url + path,
+            stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, _ = await asyncio.wait_for(done.communicate(), 60)
+        body = json.loads(out)
+        assert body["type"] == "not_found", (path, body)
+        assert body["message"].startswith("no such path"), (path, body)
+        assert f"{BASE}/docs" in body["message"] and "x" * 100 not in body["message"], body

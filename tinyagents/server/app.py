@@ -129,6 +129,10 @@ if TYPE_CHECKING:
     from tinyagents.server.control import Control
 
 BASE = "/api/agents"
+#: The 404 of a path no endpoint has.
+NO_SUCH_PATH = (
+    f"no such path: the endpoints are under {BASE}/, listed at {BASE}/docs ({BASE}/openapi.json)"
+)
 _log = logging.getLogger("tinyagents.server")
 #: How far up a parent chain the server walks to tell an attenuated token a run's ancestors.
 _MAX_LINEAGE = 256
@@ -1422,6 +1426,11 @@ def create_app(
             right = _without_slash(request) if exc.status_code == 404 else None
             if right is not None:
                 detail = f"no such path: {request.url.path}; use {right} (no trailing slash)"
+            elif exc.status_code == 404 and detail == "Not Found":
+                # a path no route has (the API's own address, /api/agents, that serve prints,
+                # among them): where the endpoints are, not a bare "Not Found" (the path sent
+                # is not echoed back)
+                detail = NO_SUCH_PATH
             body = error_body(exc.status_code, detail)
             headers = dict(exc.headers or {})
             if exc.status_code == 405:
