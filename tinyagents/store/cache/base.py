@@ -73,7 +73,14 @@ def expired(at: float | None) -> bool:
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
+    """``value`` as the JSON text a cache keeps; ``ArgumentError`` for one JSON cannot hold."""
+    try:
+        return json.dumps(value, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError) as exc:
+        why = "it is nested too deep" if isinstance(exc, RecursionError) else str(exc)
+        raise ArgumentError(
+            f"a cache value is JSON (dicts of text keys, lists, ...): {why}"
+        ) from None
 
 
 def check_keys(keys: Sequence[FullKey]) -> None:

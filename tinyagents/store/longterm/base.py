@@ -354,9 +354,24 @@ def check_namespace(namespace: Any, *, reserved: bool = False, prefix: bool = Fa
         )
 
 
+#: the longest TTL in minutes (about 1900 years): past it no backend can write the expiry
+#: date (``datetime`` ends in the year 9999; SQL backends keep microseconds in 64 bits)
+MAX_TTL_MINUTES = 10**9
+
+
 def check_ttl(ttl: Any) -> None:
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not (0 < ttl < math.inf):
         raise ArgumentError(f"ttl is a positive number of minutes or None, got {ttl!r}")
+    if ttl > MAX_TTL_MINUTES:
+        raise ArgumentError(
+            f"ttl is at most {MAX_TTL_MINUTES} minutes (about 1900 years), got {ttl!r}; "
+            "for an item that never expires, give ttl=None"
+        )
+
+
+def _check_flag(refresh_ttl: Any) -> None:
+    if not isinstance(refresh_ttl, bool):
+        raise ArgumentError(f"refresh_ttl is True or False, got {refresh_ttl!r}")
 
 
 def check_ops(ops: Iterable[Any]) -> list[Op]:
@@ -366,6 +381,7 @@ def check_ops(ops: Iterable[Any]) -> list[Op]:
         if isinstance(op, GetOp):
             check_namespace(op.namespace)
             _check_key(op.key)
+            _check_flag(op.refresh_ttl)
         elif isinstance(op, PutOp):
             check_namespace(op.namespace)
             _check_key(op.key)
@@ -385,6 +401,7 @@ def check_ops(ops: Iterable[Any]) -> list[Op]:
                 )
             _check_filter(op.filter)
             _check_page(op.limit, op.offset)
+            _check_flag(op.refresh_ttl)
         elif isinstance(op, ListNamespacesOp):
             for condition in op.match_conditions or ():
                 if not isinstance(condition, MatchCondition) or condition.match_type not in (
@@ -457,6 +474,11 @@ def encode_value(value: Any) -> str:
         return json.dumps(value, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
         raise ArgumentError(f"a store's value must be JSON (a dict of text keys): {exc}") from exc
+    except RecursionError:
+        raise ArgumentError(
+            "a store's value must be JSON (a dict of text keys): it is nested too deep to "
+            "encode; flatten it"
+        ) from None
 
 
 def _check_keys(value: Any) -> None:

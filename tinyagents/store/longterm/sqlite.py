@@ -102,6 +102,10 @@ class SqliteGraphStore(GraphStore):
     def __init__(
         self, path: str | os.PathLike[str], *, index: Any = None, ttl: TTLConfig | None = None
     ) -> None:
+        if not isinstance(path, (str, os.PathLike)):
+            raise StoreError(
+                f"SqliteGraphStore takes a file path, got {type(path).__name__} {path!r}"
+            )
         super().__init__(index=index, ttl=ttl)
         self.path = _path(os.fspath(path))
         self._conn: Any = None

@@ -1,0 +1,216 @@
+"""A hostile or careless user's eleventh round: the graph long-term store given a TTL past
+any calendar or a value nested past any parser, node caches given what JSON cannot hold,
+``agent.override`` left out of order or across threads, a graph's run context read outside
+a run.
+
+Each test is a probe that found something (named in its docstring) or holds a decision down.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypedDict
+
+import pytest
+
+from tinyagents.errors import ArgumentError, GraphError, StoreError
+from tinyagents.graph import START, CachePolicy, StateGraph, get_runtime, get_stream_writer
+from tinyagents.store.cache import InMemoryCache, SqliteCache
+from tinyagents.store.longterm import (
+    GetOp,
+    GraphStore,
+    MemoryGraphStore,
+    PutOp,
+    SqliteGraphStore,
+)
+
+# -- the graph long-term store ----------------------------------------------------------------
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def graph_store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    store: GraphStore = (
+        MemoryGraphStore() if request.param == "memory" else SqliteGraphStore(tmp_path / "g.db")
+    )
+    async with store:
+        yield store
+
+
+@pytest.mark.parametrize("ttl", [1e300, 10**12, 2e9])
+async def test_a_ttl_past_any_calendar_is_refused_before_anything_is_written(
+    graph_store: GraphStore, ttl: float
+) -> None:
+    """Found: ``aput(..., ttl=1e300)`` (minutes) passed the check (a positive finite number)
+    and then broke in the backend with Python's bare ``OverflowError`` ("Python int too
+    large to convert to C int"): no date is that far. In a batch, the puts before it had
+    already been applied. Now an ``ArgumentError`` naming the largest TTL, raised with the
+    other checks, before any op runs."""
+    with pytest.raises(ArgumentError, match=r"ttl is at most 1000000000 minutes"):
+        await graph_store.aput(("u",), "k", {"a": 1}, ttl=ttl)
+    with pytest.raises(ArgumentError, match=r"ttl is at most"):
+        await graph_store.abatch(
+            [PutOp(("u",), "first", {"a": 1}), PutOp(("u",), "k", {}, ttl=ttl)]
+        )
+    assert await graph_store.asearch(("u",)) == []
+    await graph_store.aput(("u",), "k", {"a": 1}, ttl=10**9)  # the largest is taken
+    assert (await graph_store.aget(("u",), "k")) is not None
+
+
+def test_a_default_ttl_past_any_calendar_is_refused_when_the_store_is_made(
+    tmp_path: Path,
+) -> None:
+    """Found with the above: ``ttl={"default_ttl": 1e300}`` was taken, and every later put
+    that named no TTL of its own failed with ``OverflowError``."""
+    with pytest.raises(ArgumentError, match=r"ttl is at most"):
+        MemoryGraphStore(ttl={"default_ttl": 1e300})
+    with pytest.raises(ArgumentError, match=r"ttl is at most"):
+        SqliteGraphStore(tmp_path / "g.db", ttl={"default_ttl": 1e300})
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {"leaf": 1}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+async def test_a_value_nested_past_the_recursion_limit_is_refused_and_nothing_is_stored(
+    graph_store: GraphStore,
+) -> None:
+    """Found: a value nested 5000 dicts deep broke the store's check with Python's bare
+    ``RecursionError``. Now the ``ArgumentError`` of every value JSON cannot hold, saying
+    it is nested too deep; the batch it was in stores nothing. A value nested 200 deep is
+    kept as it was put."""
+    with pytest.raises(ArgumentError, match=r"store's value .*nested too deep"):
+        await graph_store.aput(("u",), "k", _nested(5000))
+    with pytest.raises(ArgumentError, match=r"nested too deep"):
+        await graph_store.abatch(
+            [PutOp(("u",), "first", {"a": 1}), PutOp(("u",), "k", _nested(5000))]
+        )
+    assert await graph_store.asearch(("u",)) == []
+    await graph_store.aput(("u",), "k", _nested(200))
+    item = await graph_store.aget(("u",), "k")
+    assert item is not None and item.value == _nested(200)
+
+
+@pytest.mark.parametrize("flag", ["no", 0, "false"])
+async def test_a_refresh_ttl_that_is_no_bool_is_refused(graph_store: GraphStore, flag: Any) -> None:
+    """Found: ``aget(..., refresh_ttl="no")`` refreshed the item's TTL (the text read as
+    true), as ``GetOp(ns, key, "no")`` did: a flag is ``True`` or ``False`` (round ten's rule
+    for a handle's flags), and ``ttl={"refresh_on_read": ...}`` already said so."""
+    await graph_store.aput(("u",), "k", {"a": 1})
+    with pytest.raises(ArgumentError, match=r"refresh_ttl is True or False"):
+        await graph_store.aget(("u",), "k", refresh_ttl=flag)
+    with pytest.raises(ArgumentError, match=r"refresh_ttl is True or False"):
+        await graph_store.asearch(("u",), refresh_ttl=flag)
+    with pytest.raises(ArgumentError, match=r"refresh_ttl is True or False"):
+        await graph_store.abatch([GetOp(("u",), "k", flag)])
+    assert (await graph_store.aget(("u",), "k", refresh_ttl=False)) is not None
+
+
+@pytest.mark.parametrize("path", [5, None, b"g.db", ["g.db"]], ids=repr)
+def test_a_sqlite_graph_store_given_no_path_says_so(path: Any) -> None:
+    """Found: ``SqliteGraphStore(5)`` was ``os.fspath``'s bare ``TypeError`` ("expected str,
+    bytes or os.PathLike object"), where ``SqliteCache(5)`` is a ``StoreError`` naming what it
+    takes. Now the store says so too."""
+    with pytest.raises(StoreError, match=r"SqliteGraphStore takes a file path, got"):
+        SqliteGraphStore(path)
+
+
+async def test_a_file_that_is_no_database_is_refused_by_the_graph_store_and_left_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """Held: a graph store on a file of another program's bytes is a ``StoreError`` naming
+    the file, at every call, and the file keeps every byte."""
+    path = tmp_path / "notes.db"
+    path.write_bytes(b"not a database" * 100)
+    store = SqliteGraphStore(path)
+    with pytest.raises(StoreError, match=r"cannot open graph store .*notes.db.*not a database"):
+        await store.aget(("u",), "k")
+    with pytest.raises(StoreError, match=r"not a database"):
+        await store.aput(("u",), "k", {"a": 1})
+    await store.aclose()
+    assert path.read_bytes() == b"not a database" * 100
+
+
+# -- node caches ------------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def cache(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    made = InMemoryCache() if request.param == "memory" else SqliteCache(tmp_path / "c.db")
+    async with made:
+        yield made
+
+
+@pytest.mark.parametrize(
+    "value", [object(), {"a": {1, 2}}, _nested(5000)], ids=["obj", "set", "deep"]
+)
+async def test_a_cache_value_json_cannot_hold_is_refused_and_nothing_is_stored(
+    cache: Any, value: Any
+) -> None:
+    """Found: ``cache.set({key: (object(), None)})`` (``InMemoryCache`` and ``SqliteCache``)
+    was ``json``'s bare ``TypeError`` (a value nested too deep, a bare ``RecursionError``).
+    A graph's own writes were checked before the cache saw them; a cache used directly, as
+    LangGraph's is, was not. Now an ``ArgumentError``, and the pairs given with it are not
+    stored either."""
+    ns = ("writes", "n")
+    with pytest.raises(ArgumentError, match=r"a cache value is JSON"):
+        await cache.set({(ns, "ok"): ({"a": 1}, None), (ns, "bad"): (value, None)})
+    assert await cache.get([(ns, "ok"), (ns, "bad")]) == {}
+
+
+class _Count(TypedDict):
+    x: int
+
+
+async def test_a_key_func_that_raises_fails_the_node_and_caches_nothing() -> None:
+    """Held: a ``CachePolicy`` whose ``key_func`` raises fails the run with that error (the
+    user's own, as LangGraph raises it); the state is the input, and nothing is cached, so a
+    later run with a working key runs the node."""
+    calls: list[int] = []
+
+    def inc(state: _Count) -> _Count:
+        calls.append(state["x"])
+        return {"x": state["x"] + 1}
+
+    def broken(state: Any) -> str:
+        raise LookupError("no key for you")
+
+    cache = InMemoryCache()
+    graph = (
+        StateGraph(_Count)
+        .add_node("inc", inc, cache_policy=CachePolicy(key_func=broken))
+        .add_edge(START, "inc")
+        .compile(cache=cache)
+    )
+    result = await graph.run({"x": 1})
+    assert result.status == "failed" and isinstance(result.error, LookupError)
+    assert result.state == {"x": 1} and calls == []
+    assert cache._entries == {}  # nothing was stored
+
+
+# -- the run context outside a run ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("read", [get_runtime, get_stream_writer], ids=lambda f: f.__name__)
+def test_the_run_context_read_outside_a_run_is_a_graph_error(read: Callable[[], Any]) -> None:
+    """Held: ``get_runtime()`` and ``get_stream_writer()`` outside a running node (here, and
+    in a thread a node did not start) are a ``GraphError`` saying where they can be called,
+    never a default that would let a node's writes go nowhere unnoticed."""
+    with pytest.raises(GraphError, match=r"only be called inside a running graph node"):
+        read()
+    seen: list[BaseException] = []
+
+    def in_thread() -> None:
+        try:
+            read()
+        except BaseException as exc:
+            seen.append(exc)
+
+    worker = threading.Thread(target=in_thread)
+    worker.start()
+    worker.join()
+    assert [type(exc) for exc in seen] == [GraphError]
