@@ -8,6 +8,7 @@ Each test is a probe that found something (named in its docstring) or holds a de
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any, TypedDict
 
 import pytest
 
+from tinyagents import Agent
 from tinyagents.errors import ArgumentError, GraphError, StoreError
 from tinyagents.graph import START, CachePolicy, StateGraph, get_runtime, get_stream_writer
 from tinyagents.store.cache import InMemoryCache, SqliteCache
@@ -25,6 +27,7 @@ from tinyagents.store.longterm import (
     PutOp,
     SqliteGraphStore,
 )
+from tinyagents.testkit import ScriptedModel
 
 # -- the graph long-term store ----------------------------------------------------------------
 
@@ -214,3 +217,95 @@ def test_the_run_context_read_outside_a_run_is_a_graph_error(read: Callable[[], 
     worker.start()
     worker.join()
     assert [type(exc) for exc in seen] == [GraphError]
+
+
+# -- agent.override misuse --------------------------------------------------------------------
+
+
+def _instructions_seen(agent: Agent) -> str | None:
+    model = ScriptedModel(["done"])
+    with agent.override(model=model):
+        agent.run_sync("go")
+    system = [m.content for m in model.requests[0].messages if m.role == "system"]
+    return system[0] if system else None
+
+
+def test_overrides_left_out_of_order_leave_none_behind() -> None:
+    """Found: two overrides left out of order (the outer's block ended while the inner's
+    was open, as two ``ExitStack``s or hand-driven ``__enter__``/``__exit__`` do) left the
+    outer's override in effect for good: each restored what was there when it began, and
+    the inner began inside the outer. Each override now takes out only its own values: while
+    the inner is open it alone is in effect, and when both have ended nothing is."""
+    agent = Agent("a", ScriptedModel(["x"]), instructions="BASE")
+    outer = agent.override(instructions="OUTER", deps="outer deps")
+    inner = agent.override(instructions="INNER")
+    outer.__enter__()
+    inner.__enter__()
+    assert _instructions_seen(agent) == "INNER"
+    outer.__exit__(None, None, None)
+    assert _instructions_seen(agent) == "INNER"
+    assert agent.deps_for_run("run deps") == "run deps"  # the outer's deps went with it
+    inner.__exit__(None, None, None)
+    assert _instructions_seen(agent) == "BASE"
+    assert agent.deps_for_run("run deps") == "run deps"
+
+
+def test_an_override_left_in_another_thread_says_so_and_can_still_be_left_where_it_began() -> None:
+    """Found: an override entered in one thread and left in another was the bare
+    ``ValueError`` of ``ContextVar.reset`` ("was created in a different Context"), and the
+    override could then never be left: it stayed in effect in its own thread for good. Now an
+    ``ArgumentError`` saying where to leave it, and it is still open there."""
+    agent = Agent("a", ScriptedModel(["x"]), instructions="BASE")
+    held = agent.override(instructions="HELD")
+    held.__enter__()
+    seen: list[BaseException] = []
+
+    def leave() -> None:
+        try:
+            held.__exit__(None, None, None)
+        except BaseException as exc:
+            seen.append(exc)
+
+    worker = threading.Thread(target=leave)
+    worker.start()
+    worker.join()
+    assert [type(exc) for exc in seen] == [ArgumentError]
+    assert "entered in another thread or task" in str(seen[0])
+    assert _instructions_seen(agent) == "HELD"
+    held.__exit__(None, None, None)
+    assert _instructions_seen(agent) == "BASE"
+
+
+async def test_an_override_left_in_another_task_says_so() -> None:
+    """Found with the above: an override entered in one asyncio task and left in another
+    (each task runs in a copy of the context) was the same bare ``ValueError``."""
+    agent = Agent("a", ScriptedModel(["x"]))
+    held = agent.override(deps="task deps")
+    held.__enter__()
+
+    async def leave() -> None:
+        held.__exit__(None, None, None)
+
+    with pytest.raises(ArgumentError, match="entered in another thread or task"):
+        await asyncio.create_task(leave())
+    assert agent.deps_for_run(None) == "task deps"
+    held.__exit__(None, None, None)
+    assert agent.deps_for_run(None) is None
+
+
+def test_an_override_entered_twice_or_left_twice_says_so() -> None:
+    """Found: entering one ``override(...)`` twice was contextlib's bare ``AttributeError``
+    ("'_GeneratorContextManager' object has no attribute 'args'"), and leaving it a second
+    time was silently nothing. Each is now an ``ArgumentError``; the override in effect is
+    as it was."""
+    agent = Agent("a", ScriptedModel(["x"]))
+    once = agent.override(deps="once")
+    with once:
+        with pytest.raises(ArgumentError, match=r"override\(\.\.\.\) is entered once"):
+            once.__enter__()
+        assert agent.deps_for_run(None) == "once"
+    assert agent.deps_for_run(None) is None
+    with pytest.raises(ArgumentError, match=r"has already been left"):
+        once.__exit__(None, None, None)
+    with pytest.raises(ArgumentError, match=r"has not been entered"):
+        agent.override(deps="never").__exit__(None, None, None)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from tinyagents import _clock
 from tinyagents.errors import (
+    ArgumentError,
     ConfigurationError,
     SyncInAsyncError,
     kind_of,
@@ -179,9 +179,10 @@ class Agent:
         #: ``@agent.system_prompt`` functions and, for a ``dynamic=True`` one, its reference
         #: (its ``__qualname__``) in the system message's ``metadata["system_prompt_parts"]``.
         self.system_prompts: list[tuple[RunFunction, str | None]] = []
-        # what ``override`` set in this context (shared by this agent's per-run copies)
-        self._overrides: ContextVar[dict[str, Any] | None] = ContextVar(
-            f"tinyagents.agent.{name}.override", default=None
+        # the ``override`` blocks open in this context, outermost first (shared by this
+        # agent's per-run copies)
+        self._overrides: ContextVar[tuple[AgentOverride, ...]] = ContextVar(
+            f"tinyagents.agent.{name}.override", default=()
         )
 
     @overload
@@ -301,7 +302,6 @@ class Agent:
         run_agent._take_output(spec, output_type)
         return run_agent
 
-    @contextmanager
     def override(
         self,
         *,
@@ -311,7 +311,7 @@ class Agent:
         tools: Sequence[Tool | Any] = UNSET,
         toolsets: Sequence[Toolset] = UNSET,
         model_settings: Mapping[str, Any] | None = UNSET,
-    ) -> Iterator[None]:
+    ) -> AgentOverride:
         """Within the ``with`` block, runs of this agent started in this context (its tasks,
         the runs their tools start) use what is given here instead, as pydantic-ai's
         ``agent.override``: ``model``, ``deps`` (over a run's ``deps=``), ``instructions``
@@ -319,7 +319,9 @@ class Agent:
         ``@agent.system_prompt`` functions stay), ``tools`` (its ``tools=``), ``toolsets``
         (its ``toolsets=`` and a run's) and ``model_settings`` (its and a run's). An inner
         ``override`` wins for what it gives; what it does not give stays the outer one's.
-        Each value is checked here, as ``Agent(...)`` checks it (``ConfigurationError``)."""
+        Each value is checked here, as ``Agent(...)`` checks it (``ConfigurationError``).
+        Blocks left out of order each take out their own values only; one is left in the
+        thread or task that entered it (``ArgumentError`` elsewhere)."""
         given: dict[str, Any] = {}
         if model is not UNSET:
             given["model"] = model if isinstance(model, Model) else _litellm.as_model(model)
@@ -333,11 +335,11 @@ class Agent:
             given["toolsets"] = toolsets_of(f"agent {self.name!r}", toolsets)
         if model_settings is not UNSET:
             given["model_settings"] = checked_model_settings(self.name, model_settings)
-        token = self._overrides.set({**(self._overrides.get() or {}), **given})
-        try:
-            yield
-        finally:
-            self._overrides.reset(token)
+        return AgentOverride(self.name, self._overrides, given)
+
+    def _overridden(self) -> dict[str, Any]:
+        """What the ``override`` blocks open here give, the innermost winning."""
+        return {k: v for block in self._overrides.get() for k, v in block.given.items()}
 
     def for_run(
         self,
@@ -353,7 +355,7 @@ class Agent:
         their own, as pydantic-ai joins them), ``toolsets`` beside the agent's,
         ``model_settings`` merged over the agent's, and what an ``override`` around the start
         gives (which wins over them). The agent itself when there is nothing to change."""
-        over = self._overrides.get() or {}
+        over = self._overridden()
         if (
             not over
             and model is None
@@ -409,8 +411,7 @@ class Agent:
     def deps_for_run(self, deps: Any) -> Any:
         """The ``deps`` a run given ``deps`` has: an ``override(deps=...)`` around its start
         wins, as pydantic-ai's does."""
-        over = self._overrides.get()
-        return over["deps"] if over is not None and "deps" in over else deps
+        return self._overridden().get("deps", deps)
 
     def _take_output(self, spec: OutputSpec, given: Any) -> None:
         """Make ``spec`` (``output_spec_of`` of ``given``, the output type as given) this
@@ -506,3 +507,47 @@ class Agent:
         """
         SyncInAsyncError.refuse_inside_a_loop(f"agent {self.name!r}", "await agent.run(...)")
         return asyncio.run(self.run(input, runtime=runtime, **kwargs))
+
+
+class AgentOverride:
+    """One ``agent.override(...)`` block (a context manager, entered once). Leaving it takes
+    out its own values only, so blocks left out of order leave nothing behind (restoring what
+    was there when it began would bring back an outer block already left)."""
+
+    __slots__ = ("_state", "_token", "_var", "agent", "given")
+
+    def __init__(
+        self, agent: str, var: ContextVar[tuple[AgentOverride, ...]], given: dict[str, Any]
+    ) -> None:
+        self.agent = agent
+        self.given = given
+        self._var = var
+        self._state: Literal["new", "open", "left"] = "new"
+        self._token: Token[tuple[AgentOverride, ...]] | None = None
+
+    def __enter__(self) -> None:
+        if self._state != "new":
+            raise ArgumentError(
+                f"agent {self.agent!r}: an override(...) is entered once; make another "
+                "agent.override(...) for another block"
+            )
+        self._token = self._var.set((*self._var.get(), self))
+        self._state = "open"
+
+    def __exit__(self, *exc: object) -> None:
+        if self._state != "open":
+            raise ArgumentError(
+                f"agent {self.agent!r}: this override(...) has "
+                f"{'not been entered' if self._state == 'new' else 'already been left'}"
+            )
+        assert self._token is not None  # set when it was entered
+        remaining = tuple(block for block in self._var.get() if block is not self)
+        try:  # the token says whether this is the context it was entered in
+            self._var.reset(self._token)
+        except ValueError:
+            raise ArgumentError(
+                f"agent {self.agent!r}: this override(...) was entered in another thread or "
+                "task, where it stays in effect: leave its block there"
+            ) from None
+        self._var.set(remaining)
+        self._state = "left"
