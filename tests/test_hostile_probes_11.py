@@ -17,8 +17,9 @@ from typing import Any, TypedDict
 import pytest
 
 from tinyagents import Agent
-from tinyagents.errors import ArgumentError, GraphError, StoreError
+from tinyagents.errors import ArgumentError, ConfigurationError, GraphError, StoreError
 from tinyagents.graph import START, CachePolicy, StateGraph, get_runtime, get_stream_writer
+from tinyagents.harness import FunctionToolset
 from tinyagents.store.cache import InMemoryCache, SqliteCache
 from tinyagents.store.longterm import (
     GetOp,
@@ -309,3 +310,57 @@ def test_an_override_entered_twice_or_left_twice_says_so() -> None:
         once.__exit__(None, None, None)
     with pytest.raises(ArgumentError, match=r"has not been entered"):
         agent.override(deps="never").__exit__(None, None, None)
+
+
+# -- toolsets ---------------------------------------------------------------------------------
+
+
+def _alpha() -> str:
+    """Alpha."""
+    return "a"
+
+
+def _beta() -> str:
+    """Beta."""
+    return "b"
+
+
+def test_renaming_one_tool_to_two_names_is_refused() -> None:
+    """Found: ``renamed({"c": "_alpha", "d": "_alpha"})`` (``{new: old}``) offered the tool as
+    ``d`` alone: the name ``c`` the caller asked for was dropped without a word (pydantic-ai's
+    ``RenamedToolset`` drops it too), and a model told of ``c`` in the instructions would call
+    a tool no one offers. A tool has one name: now a ``ConfigurationError`` naming both, when
+    the toolset is made."""
+    tools = FunctionToolset([_alpha, _beta])
+    with pytest.raises(ConfigurationError, match=r"renamed\(\) gives tool '_alpha' two names"):
+        tools.renamed({"c": "_alpha", "d": "_alpha"})
+    with pytest.raises(ConfigurationError, match=r"renamed\(\) takes a dict of \{new name"):
+        tools.renamed({"c": ["_alpha"]})
+    assert sorted(tools.renamed({"c": "_alpha", "d": "_beta"}).get_tools()) == ["c", "d"]
+    assert sorted(tools.renamed({"_alpha": "_beta", "_beta": "_alpha"}).get_tools()) == [
+        "_alpha",
+        "_beta",
+    ]
+
+
+def test_an_empty_prefix_is_refused() -> None:
+    """Found: ``prefixed("")`` offered every tool as ``_<name>`` (the prefix's ``_`` with
+    nothing before it), a prefix the caller surely did not mean. Now refused as a prefix
+    holding a space is."""
+    with pytest.raises(ConfigurationError, match=r"a toolset's prefix is .*got ''"):
+        FunctionToolset([_alpha]).prefixed("")
+    assert list(FunctionToolset([_alpha]).prefixed("p").get_tools()) == ["p__alpha"]
+
+
+def test_a_toolset_tool_clashing_with_an_agent_tool_names_both_and_the_fix() -> None:
+    """Held: a toolset (renamed onto a name the agent's ``tools=`` has) is refused when the
+    agent is made, and a run's ``toolsets=`` clashing with the agent's tools when the run
+    starts, naming the tool and how to rename it; the agent's own tools are as they were."""
+    agent_tools = [_alpha]
+    clash = FunctionToolset([_beta]).renamed({"_alpha": "_beta"})
+    with pytest.raises(ConfigurationError, match=r"conflicts with existing tool .*'_alpha'"):
+        Agent("a", ScriptedModel(["x"]), tools=agent_tools, toolsets=[clash])
+    agent = Agent("a", ScriptedModel(["x"]), tools=agent_tools)
+    with pytest.raises(ConfigurationError, match=r"from the agent: '_alpha'.*PrefixedToolset"):
+        agent.run_sync("go", toolsets=[FunctionToolset([_alpha])])
+    assert list(agent.tools) == ["_alpha"]

@@ -194,7 +194,7 @@ class PrefixedToolset(WrapperToolset):
 
     def __init__(self, wrapped: Toolset, prefix: str) -> None:
         super().__init__(wrapped)
-        if not isinstance(prefix, str) or not is_tool_name(f"{prefix}_x"):
+        if not isinstance(prefix, str) or not prefix or not is_tool_name(f"{prefix}_x"):
             raise ConfigurationError(
                 f"a toolset's prefix is letters, digits, '_' or '-', got {prefix!r}"
             )
@@ -241,6 +241,21 @@ class RenamedToolset(WrapperToolset):
         if not isinstance(name_map, Mapping):
             raise ConfigurationError(f"renamed() takes a dict, got {kind_of(name_map)}")
         self.name_map = dict(name_map)
+        odd = [pair for pair in self.name_map.items() if not all(isinstance(n, str) for n in pair)]
+        if odd:
+            raise ConfigurationError(
+                f"renamed() takes a dict of {{new name: old name}}, text each, got {odd[0]!r}"
+            )
+        names_of: dict[str, list[str]] = {}
+        for new, old in self.name_map.items():
+            names_of.setdefault(old, []).append(new)
+        twice = {old: news for old, news in names_of.items() if len(news) > 1}
+        if twice:  # (pydantic-ai keeps the last name and drops the others without a word)
+            old, news = next(iter(twice.items()))
+            raise ConfigurationError(
+                f"renamed() gives tool {old!r} two names, {news}: a tool has one name "
+                "({new name: old name}); to offer it twice, add it to a second toolset"
+            )
 
     def get_tools(self) -> dict[str, Tool]:
         tools = self.wrapped.get_tools()
