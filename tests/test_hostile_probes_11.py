@@ -11,20 +11,33 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
+from services import drop_pg_schemas, pg_schema, postgres_dsn
 
 from tinyagents import Agent
 from tinyagents.errors import ArgumentError, ConfigurationError, GraphError, StoreError
-from tinyagents.graph import START, CachePolicy, StateGraph, get_runtime, get_stream_writer
+from tinyagents.graph import (
+    START,
+    CachePolicy,
+    Command,
+    GraphRuntime,
+    StateGraph,
+    get_runtime,
+    get_stream_writer,
+    interrupt,
+)
 from tinyagents.harness import FunctionToolset
 from tinyagents.store.cache import InMemoryCache, SqliteCache
+from tinyagents.store.checkpoint import MemoryCheckpointer
 from tinyagents.store.longterm import (
     GetOp,
     GraphStore,
     MemoryGraphStore,
+    PostgresGraphStore,
     PutOp,
     SqliteGraphStore,
 )
@@ -33,13 +46,19 @@ from tinyagents.testkit import ScriptedModel
 # -- the graph long-term store ----------------------------------------------------------------
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 async def graph_store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    store: GraphStore = (
-        MemoryGraphStore() if request.param == "memory" else SqliteGraphStore(tmp_path / "g.db")
-    )
+    store: GraphStore
+    if request.param == "memory":
+        store = MemoryGraphStore()
+    elif request.param == "sqlite":
+        store = SqliteGraphStore(tmp_path / "g.db")
+    else:
+        store = PostgresGraphStore(postgres_dsn(), schema=pg_schema())
     async with store:
         yield store
+    if request.param == "postgres":
+        await drop_pg_schemas()
 
 
 @pytest.mark.parametrize("ttl", [1e300, 10**12, 2e9])
@@ -364,3 +383,62 @@ def test_a_toolset_tool_clashing_with_an_agent_tool_names_both_and_the_fix() -> 
     with pytest.raises(ConfigurationError, match=r"from the agent: '_alpha'.*PrefixedToolset"):
         agent.run_sync("go", toolsets=[FunctionToolset([_alpha])])
     assert list(agent.tools) == ["_alpha"]
+
+
+# -- a graph's run context at a resume --------------------------------------------------------
+
+
+@dataclass
+class _Caller:
+    user: str
+
+
+class _Asked(TypedDict, total=False):
+    x: int
+
+
+def _ask(state: _Asked, runtime: GraphRuntime[_Caller]) -> _Asked:
+    answer = interrupt("go on?")
+    return {"x": len(runtime.context.user) + len(answer)}
+
+
+async def test_a_resume_with_a_context_that_does_not_fit_changes_nothing() -> None:
+    """Held: a resume given a ``context`` its graph's ``context_schema`` refuses is an
+    ``ArgumentError`` before anything runs: the thread's checkpoint and its pending question
+    are as they were, and the same resume with a fitting context answers it."""
+    graph = (
+        StateGraph(_Asked, context_schema=_Caller)
+        .add_node("ask", _ask)
+        .add_edge(START, "ask")
+        .compile(checkpointer=MemoryCheckpointer())
+    )
+    asked = await graph.run({"x": 1}, thread_id="t", context=_Caller("ann"))
+    (question,) = asked.interrupts
+    before = await graph.get_state("t")
+    with pytest.raises(ArgumentError, match=r"context does not fit context_schema _Caller"):
+        await graph.run(Command(resume={question.id: "yes"}), thread_id="t", context={"who": 1})
+    after = await graph.get_state("t")
+    assert after.checkpoint_id == before.checkpoint_id
+    assert [i.id for i in after.interrupts] == [question.id]
+    done = await graph.run(
+        Command(resume={question.id: "yes"}), thread_id="t", context=_Caller("ann")
+    )
+    assert (done.status, done.state) == ("completed", {"x": 6})
+
+
+async def test_a_resume_whose_node_fails_keeps_its_answer() -> None:
+    """Held: a resume run without its context (it is not saved with the checkpoints, as in
+    LangGraph) fails in the node that reads it; the answer it carried is kept with the
+    thread, so continuing with the context finishes the node with that answer, and the
+    question is not asked again."""
+    graph = (
+        StateGraph(_Asked, context_schema=_Caller)
+        .add_node("ask", _ask)
+        .add_edge(START, "ask")
+        .compile(checkpointer=MemoryCheckpointer())
+    )
+    (question,) = (await graph.run({"x": 1}, thread_id="t", context=_Caller("ann"))).interrupts
+    failed = await graph.run(Command(resume={question.id: "yes"}), thread_id="t")
+    assert failed.status == "failed" and isinstance(failed.error, AttributeError)
+    done = await graph.run(None, thread_id="t", context=_Caller("ann"))
+    assert (done.status, done.state, done.interrupts) == ("completed", {"x": 6}, [])
