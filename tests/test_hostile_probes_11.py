@@ -442,3 +442,50 @@ async def test_a_resume_whose_node_fails_keeps_its_answer() -> None:
     assert failed.status == "failed" and isinstance(failed.error, AttributeError)
     done = await graph.run(None, thread_id="t", context=_Caller("ann"))
     assert (done.status, done.state, done.interrupts) == ("completed", {"x": 6}, [])
+
+
+def _unpicklable_inputs() -> list[Any]:
+    deep: Any = 1
+    for _ in range(100_000):
+        deep = [deep]
+    return [threading.Lock(), lambda: 1, deep]
+
+
+@pytest.mark.parametrize("value", _unpicklable_inputs(), ids=["lock", "lambda", "deep"])
+async def test_an_input_the_default_cache_key_cannot_pickle_says_to_give_a_key_func(
+    value: Any,
+) -> None:
+    """Found: a cached node (``CachePolicy()``, its default key the pickled input) whose
+    input held a lock, a local function, or a list nested 100,000 deep failed its run with
+    pickle's bare ``TypeError`` / ``AttributeError`` / ``RecursionError`` ("cannot pickle
+    '_thread.lock' object"), naming neither the node nor the cache. Now an
+    ``ArgumentError`` naming the node and saying to give the policy a ``key_func`` (pickle's
+    error its cause); the node did not run and nothing was cached."""
+    calls: list[Any] = []
+
+    def node(state: dict[str, Any]) -> dict[str, Any]:
+        calls.append(state)
+        return {"x": 1}
+
+    class Held(TypedDict):
+        x: Any
+
+    cache = InMemoryCache()
+    graph = (
+        StateGraph(Held)
+        .add_node("n", node, cache_policy=CachePolicy())
+        .add_edge(START, "n")
+        .compile(cache=cache)
+    )
+    result = await graph.run({"x": value})
+    assert result.status == "failed"
+    assert isinstance(result.error, ArgumentError), repr(result.error)
+    assert "node 'n'" in str(result.error) and "key_func" in str(result.error)
+    assert calls == [] and cache._entries == {}
+    keyed = (
+        StateGraph(Held)
+        .add_node("n", node, cache_policy=CachePolicy(key_func=lambda state: "one key"))
+        .add_edge(START, "n")
+        .compile(cache=cache)
+    )
+    assert (await keyed.run({"x": value})).status == "completed"

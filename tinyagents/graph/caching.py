@@ -153,7 +153,19 @@ class CachedNode(FrozenRecord):
 
     def key(self, *args: Any, **kwargs: Any) -> str:
         """The digest of ``key_func``'s key for this input."""
-        made = self.policy.key_func(*args, **kwargs)
+        if self.policy.key_func is default_cache_key:
+            try:
+                made: str | bytes = default_cache_key(*args, **kwargs)
+            except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as exc:
+                # (pickle says what it could not take, never which node or what to do)
+                raise ArgumentError(
+                    f"node {self.ns[-1]!r}: its CachePolicy's default key pickles the node's "
+                    f"input, which holds what pickle cannot take ({type(exc).__name__}: "
+                    f"{str(exc)[:200]}); give the CachePolicy a key_func of the input that "
+                    "returns str or bytes"
+                ) from exc
+        else:
+            made = self.policy.key_func(*args, **kwargs)
         if isinstance(made, str):
             made = made.encode("utf-8", "surrogatepass")
         if not isinstance(made, bytes):
