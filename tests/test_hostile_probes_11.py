@@ -489,3 +489,26 @@ async def test_an_input_the_default_cache_key_cannot_pickle_says_to_give_a_key_f
         .compile(cache=cache)
     )
     assert (await keyed.run({"x": value})).status == "completed"
+
+
+async def test_a_sqlite_cache_used_after_aclose_says_so_and_opens_nothing(tmp_path: Path) -> None:
+    """Found: a ``SqliteCache`` used after ``aclose()`` (a graph compiled with it, run after
+    its ``async with`` block ended) opened a new connection that nothing would close: a
+    closed cache that went on as an open one. Now a ``StoreError`` saying to open a new one,
+    as a closed ``SqliteGraphStore`` says; the file keeps what was stored."""
+    cache = SqliteCache(tmp_path / "c.db")
+    ns = ("writes", "n")
+    await cache.set({(ns, "k"): ({"a": 1}, None)})
+    await cache.aclose()
+    await cache.aclose()  # twice is fine
+    uses: list[Callable[[], Any]] = [
+        lambda: cache.get([(ns, "k")]),
+        lambda: cache.set({(ns, "k"): ({"a": 2}, None)}),
+        lambda: cache.clear(),
+    ]
+    for use in uses:
+        with pytest.raises(StoreError, match=r"SQLite cache .* was closed \(aclose\)"):
+            await use()
+    assert cache._conn is None
+    async with SqliteCache(tmp_path / "c.db") as again:
+        assert await again.get([(ns, "k")]) == {(ns, "k"): {"a": 1}}

@@ -46,14 +46,15 @@ _CHUNK = 400
 
 class SqliteCache(BaseCache):
     """``compile(cache=SqliteCache("cache.db"))``; ``aclose()`` (or ``async with``) closes
-    the file. A second ``SqliteCache`` on the same file, in this process or another, reads
-    what the first stored."""
+    the file, for good (a ``StoreError`` after). A second ``SqliteCache`` on the same file,
+    in this process or another, reads what the first stored."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         if not isinstance(path, (str, os.PathLike)):
             raise StoreError(f"SqliteCache takes a file path, got {type(path).__name__} {path!r}")
         self.path = check_file_name(os.fspath(path), what="cache")
         self._conn: Any = None
+        self._closed = False
         self._lock = asyncio.Lock()
 
     async def _db(self) -> Any:
@@ -62,6 +63,11 @@ class SqliteCache(BaseCache):
         async with self._lock:
             if self._conn is not None:
                 return self._conn
+            if self._closed:  # (a new connection here would be one nothing closes)
+                raise StoreError(
+                    f"SQLite cache {self.path!r} was closed (aclose), for good: open a new "
+                    "SqliteCache on the file"
+                )
             conn = None
             try:
                 conn = await connect(self.path, isolation_level=None)
@@ -135,6 +141,7 @@ class SqliteCache(BaseCache):
         )
 
     async def aclose(self) -> None:
+        self._closed = True
         conn, self._conn = self._conn, None
         if conn is not None:
             await conn.close()
