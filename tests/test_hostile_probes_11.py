@@ -118,6 +118,19 @@ async def test_a_value_nested_past_the_recursion_limit_is_refused_and_nothing_is
     assert item is not None and item.value == _nested(200)
 
 
+async def test_a_search_filter_nested_past_the_recursion_limit_is_refused(
+    graph_store: GraphStore,
+) -> None:
+    """Found: ``asearch(ns, filter=...)`` with a filter of nested fields 5000 deep broke the
+    filter's check with Python's bare ``RecursionError``. Now an ``ArgumentError`` saying so;
+    a nested filter a store can follow still finds its item."""
+    await graph_store.aput(("u",), "k", _nested(3))
+    with pytest.raises(ArgumentError, match=r"filter is nested too deep"):
+        await graph_store.asearch(("u",), filter=_nested(5000))
+    found = await graph_store.asearch(("u",), filter=_nested(3))
+    assert [item.key for item in found] == ["k"]
+
+
 @pytest.mark.parametrize("flag", ["no", 0, "false"])
 async def test_a_refresh_ttl_that_is_no_bool_is_refused(graph_store: GraphStore, flag: Any) -> None:
     """Found: ``aget(..., refresh_ttl="no")`` refreshed the item's TTL (the text read as

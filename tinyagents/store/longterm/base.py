@@ -399,7 +399,12 @@ def check_ops(ops: Iterable[Any]) -> list[Op]:
                 raise SemanticSearchUnsupported(
                     "search(query=...): semantic search is not offered; search with filter="
                 )
-            _check_filter(op.filter)
+            try:
+                _check_filter(op.filter)
+            except RecursionError:
+                raise ArgumentError(
+                    "a search's filter is nested too deep to follow; filter on fewer levels"
+                ) from None
             _check_page(op.limit, op.offset)
             _check_flag(op.refresh_ttl)
         elif isinstance(op, ListNamespacesOp):
