@@ -1311,17 +1311,18 @@ async def test_steps_of_an_update_on_a_new_thread_then_an_input(
     assert ours_steps == theirs_steps
 
 
-async def test_stream_modes_ours_does_not_have(checkpointer: Checkpointer) -> None:
-    # LangGraph also streams "checkpoints" and "debug"; ours has the modes docs/graph.md
-    # lists ("Streaming") and refuses others with ConfigurationError before anything runs
+async def test_stream_modes_checkpoints_and_debug(checkpointer: Checkpointer) -> None:
+    # LangGraph streams "checkpoints" and "debug", and so does ours (the payloads are compared
+    # in test_langgraph_ports_11.py); a mode neither has is refused before anything runs
     ours, theirs = pair(lambda g: abc_graph(g, []), checkpointer)
     items = [i async for i in theirs.astream({"log": []}, cfg(), stream_mode="checkpoints")]
-    assert len(items) == 5
-    for mode in ("checkpoints", "debug"):
-        with pytest.raises(ConfigurationError):
-            async for _ in ours.stream({"log": []}, thread_id="1", mode=mode):
-                pass
-    assert (await ours.get_state("1")).checkpoint_id is None
+    mine = [i async for i in ours.stream({"log": []}, thread_id="1", mode="checkpoints")]
+    assert len(items) == len(mine) == 5
+    assert [i["next"] for i in mine] == [i["next"] for i in items]
+    with pytest.raises(ConfigurationError):
+        async for _ in ours.stream({"log": []}, thread_id="2", mode="checkpoint"):
+            pass
+    assert (await ours.get_state("2")).checkpoint_id is None
 
 
 # -- failures, missing inputs and checkpointers ---------------------------------------------

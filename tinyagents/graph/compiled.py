@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
+    Awaitable,
     Collection,
     Iterable,
     Mapping,
@@ -22,11 +24,13 @@ from tinyagents.graph._context import (
     run_blocking,
     set_scope,
 )
+from tinyagents.graph.batch import check_batch, run_batch
 from tinyagents.graph.core import GraphCore, breakpoint_nodes, check_max_concurrency
 from tinyagents.graph.driver import run_with_runtime, start_graph_run
 from tinyagents.graph.executor import GraphRun
 from tinyagents.graph.func_stream import sink_for
 from tinyagents.graph.graph_runtime import Durability, check_durability
+from tinyagents.graph.jsonschema import json_schema
 from tinyagents.graph.session import GraphSession
 from tinyagents.graph.state import root_value
 from tinyagents.graph.stream import (
@@ -35,6 +39,7 @@ from tinyagents.graph.stream import (
     GraphStream,
     Reader,
     follow,
+    opening,
     read,
 )
 from tinyagents.graph.types import CheckpointInfo, GraphResult, StateSnapshot, StateUpdate
@@ -315,7 +320,7 @@ class CompiledGraph(GraphCore):
         driven = getattr(handle.driver, "run", None)
         assert isinstance(driven, GraphRun)
         driven.stream = sink  # its task has not started yet: no step is missed
-        sink.begin(driven)
+        sink.begin(driven, await opening(driven) if sink.checkpoints else None)
         async with aclosing(follow(runtime, handle, sink, owned=True)) as following:
             async for item in following:
                 yield item
@@ -393,6 +398,64 @@ class CompiledGraph(GraphCore):
                 max_concurrency=max_concurrency,
                 interrupt_before=interrupt_before,
                 interrupt_after=interrupt_after,
+                context=context,
+                durability=durability,
+            )
+        )
+
+    async def abatch(
+        self,
+        inputs: Sequence[Any],
+        *,
+        thread_ids: Sequence[str | None] | None = None,
+        concurrency: int | None = None,
+        return_exceptions: bool = False,
+        recursion_limit: int | None = None,
+        context: Any = None,
+        durability: Durability | None = None,
+    ) -> list[Any]:
+        """Each input its own ``run`` (LangGraph's ``abatch``), all at once or at most
+        ``concurrency`` at a time; their ``GraphResult``s in the order of the inputs.
+        ``thread_ids``: one thread per input (None, or a None in it: a new thread), each
+        named once. A run that fails (a node's error, refused input): with
+        ``return_exceptions`` its error takes its place; without, the first failed input's
+        error is raised once every run has ended. A bad list is an ``ArgumentError`` and
+        runs nothing."""
+        threads = check_batch(inputs, thread_ids, concurrency)
+
+        def one(input: Any, thread_id: str | None) -> Awaitable[GraphResult]:
+            return self.run(
+                input,
+                thread_id=thread_id,
+                recursion_limit=recursion_limit,
+                context=context,
+                durability=durability,
+            )
+
+        return await run_batch(one, inputs, threads, concurrency, return_exceptions)
+
+    def batch(
+        self,
+        inputs: Sequence[Any],
+        *,
+        thread_ids: Sequence[str | None] | None = None,
+        concurrency: int | None = None,
+        return_exceptions: bool = False,
+        recursion_limit: int | None = None,
+        context: Any = None,
+        durability: Durability | None = None,
+    ) -> list[Any]:
+        """``abatch`` for code without an event loop (as ``run_sync`` is ``run``'s); inside
+        one, ``SyncInAsyncError``: ``await graph.abatch(...)`` there."""
+        check_batch(inputs, thread_ids, concurrency)  # (a bad call fails before the loop check)
+        SyncInAsyncError.refuse_inside_a_loop(f"graph {self.name!r}", "await graph.abatch(...)")
+        return run_blocking(
+            self.abatch(
+                inputs,
+                thread_ids=thread_ids,
+                concurrency=concurrency,
+                return_exceptions=return_exceptions,
+                recursion_limit=recursion_limit,
                 context=context,
                 durability=durability,
             )
@@ -524,6 +587,43 @@ class CompiledGraph(GraphCore):
 
     def to_mermaid(self) -> str:
         return mermaid.to_mermaid(self.builder)
+
+    def get_graph(self) -> mermaid.DrawnGraph:
+        """The graph's nodes (START and END too) and edges, as LangGraph's ``get_graph()``;
+        its ``draw_mermaid()`` is ``to_mermaid()``'s text."""
+        return mermaid.drawn(self.builder)
+
+    # -- schemas ---------------------------------------------------------------------------
+
+    def io_types(self) -> tuple[Any, Any]:
+        """The types of a run's input and of its result: ``StateGraph``'s ``input_schema``
+        and ``output_schema`` (the state class when not given)."""
+        schema = self.schema
+        given_in, given_out = schema.input_cls, schema.output_cls
+        return (
+            schema.cls if given_in is None else given_in,
+            schema.cls if given_out is None else given_out,
+        )
+
+    def get_input_jsonschema(self) -> dict[str, Any]:
+        """The JSON Schema of the graph's input (LangGraph's), by pydantic's ``TypeAdapter``."""
+        return self._io_schema(self.io_types()[0], "LangGraphInput")
+
+    def get_output_jsonschema(self) -> dict[str, Any]:
+        """The JSON Schema of the graph's result (LangGraph's), by pydantic's ``TypeAdapter``."""
+        return self._io_schema(self.io_types()[1], "LangGraphOutput")
+
+    def _io_schema(self, typ: Any, title: str) -> dict[str, Any]:
+        schema = json_schema(typ, title=title)
+        if dataclasses.is_dataclass(typ):  # LangGraph's model of the fields, named so
+            schema["title"] = title
+        # a one-value state (``StateGraph(int)``) starts as None, as LangGraph's root model
+        return {**schema, "default": None} if self.schema.root else schema
+
+    def get_context_jsonschema(self) -> dict[str, Any] | None:
+        """The JSON Schema of the graph's ``context_schema``; None when it has none."""
+        schema = self.context_schema
+        return None if schema is None else json_schema(schema)
 
     def __repr__(self) -> str:
         return f"<CompiledGraph {self.name!r} nodes={list(self.nodes)}>"

@@ -204,6 +204,11 @@ class GraphCore:
     #: ``compile(cache=...)``: where its nodes with a ``cache_policy`` keep their writes
     cache: BaseCache | None = None
 
+    def start_name(self) -> str:
+        """The name an input's checkpoint shows for the task that reads the input
+        (``checkpoints`` stream items): START, an ``Entrypoint``'s its function's node."""
+        return START
+
     def shown_state(self, values: dict[str, Any]) -> Any:
         """What a run's result (``GraphResult.state``, a started run's ``RunResult.output``)
         shows of the state: the state itself (a one-value state's value: ``StateGraph(int)``);

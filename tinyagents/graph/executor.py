@@ -53,6 +53,7 @@ from tinyagents.graph.checkpointing import (
 )
 from tinyagents.graph.context import NodeContext
 from tinyagents.graph.core import breakpoint_nodes, router_context
+from tinyagents.graph.debug import input_checkpoint
 from tinyagents.graph.interrupts import Interrupt, invalid_resume_of
 from tinyagents.graph.longterm import current_store, with_store
 from tinyagents.graph.parallel import StepTasks
@@ -108,6 +109,8 @@ class StreamSink(Protocol):
     otherwise a plain node's step may skip those hooks (it reports ``wrote`` only)."""
 
     live: bool
+    #: it shows the checkpoints the run saves (the ``checkpoints`` and ``debug`` modes)
+    checkpoints: bool
 
     def step(self, run: GraphRun, step: Step) -> None: ...
 
@@ -127,6 +130,10 @@ class StreamSink(Protocol):
     def custom(self, run: GraphRun, task_id: str, value: Any) -> None: ...
 
     def subgraph_started(self, run: GraphRun) -> None: ...
+
+    def opened(self, run: GraphRun, head: Head) -> None:
+        """The checkpoint of the input ``run`` took (``head``), saved before its first step's
+        (``checkpoints``): a sub-graph run's, before ``subgraph_started``."""
 
 
 StepKind = Literal["started", "applied", "completed", "interrupted", "failed"]
@@ -1272,8 +1279,15 @@ class GraphRun:
         # a sub-graph going on from its own checkpoint is continued, as LangGraph hands a
         # resumed sub-graph CONFIG_KEY_RESUMING
         child.continues = not fresh and written is None
-        if child.stream is not None:
-            child.stream.subgraph_started(child)
+        stream = child.stream
+        if stream is not None:
+            if stream.checkpoints:
+                opened = await input_checkpoint(
+                    child.graph, child.checkpointer, child.head, written is not None
+                )
+                if opened is not None:
+                    stream.opened(child, opened)
+            stream.subgraph_started(child)
         return child, fresh
 
     def _claim(self, ns: str, task: Task) -> None:

@@ -440,8 +440,18 @@ class Entrypoint(CompiledGraph):
     #: ``handle.stream()`` keeps its own default, ``values``.
     stream_mode = "updates"
 
+    #: the annotations of its function's first parameter and of what it returns
+    #: (``entrypoint.__call__``): ``get_input_jsonschema`` / ``get_output_jsonschema``
+    returns: tuple[Any, Any] = (Any, Any)
+
     def shown_state(self, values: dict[str, Any]) -> Any:
         return values.get("output")
+
+    def io_types(self) -> tuple[Any, Any]:
+        return self.returns
+
+    def start_name(self) -> str:
+        return next(iter(self.nodes))  # LangGraph's entrypoint reads its input itself
 
     async def start_input(
         self, head: Any, data: Any, cp: Checkpointer | None, recursion_limit: int
@@ -697,6 +707,7 @@ class entrypoint:
             store=self.store,
         )
         assert isinstance(made, Entrypoint)
+        made.returns = (types["input"], returns)
         return made
 
 

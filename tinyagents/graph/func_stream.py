@@ -12,12 +12,13 @@ from collections.abc import Iterable
 from contextvars import ContextVar
 from typing import Any
 
+from tinyagents.graph.debug import PUSH_TRIGGER, wrapped
 from tinyagents.graph.executor import GraphRun
 from tinyagents.graph.state import ROOT, root_value
 from tinyagents.graph.stream import CACHED_KEY, GRAPHS_MODE, INTERRUPT_KEY, GraphStream
 from tinyagents.graph.tasks import Task as GraphTask
 from tinyagents.graph.tasks import shown_writes, task_id
-from tinyagents.graph.types import check_subgraphs
+from tinyagents.graph.types import START, check_subgraphs
 
 #: The arguments of the task call running in this context: read by the node of the task's
 #: sub-graph, never saved (a resumed call gets them again from the entrypoint's new run).
@@ -159,16 +160,20 @@ class EntryStream(SubgraphsStream):
         caller = self._caller(run)
         if caller is None:
             super().task_started(run, task)
-        elif self.tasks:
+        elif self.tasks or self.debug:
             args, kwargs = TASK_ARGS.get(((), {}))
             payload = {"id": task.id, "name": task.node, "input": (args, kwargs)}
-            GraphStream.put(self, caller, "tasks", payload)
+            if self.tasks:
+                GraphStream.put(self, caller, "tasks", payload)
+            if self.debug:
+                shown = {**payload, "triggers": (PUSH_TRIGGER,)}
+                GraphStream.put(self, caller, "debug", wrapped("task", _step(run), shown))
 
     def task_finished(self, run: GraphRun, task: GraphTask, error: BaseException | None) -> None:
         caller = self._caller(run)
         if caller is None:
             super().task_finished(run, task, error)
-        elif self.tasks and (task.writes is not None or error is not None):
+        elif (self.tasks or self.debug) and (task.writes is not None or error is not None):
             writes = dict(shown_writes(task) or ())
             payload: dict[str, Any] = {
                 "id": task.id,
@@ -177,7 +182,10 @@ class EntryStream(SubgraphsStream):
                 "error": error,
                 "interrupts": [],
             }
-            GraphStream.put(self, caller, "tasks", payload)
+            if self.tasks:
+                GraphStream.put(self, caller, "tasks", payload)
+            if self.debug:
+                GraphStream.put(self, caller, "debug", wrapped("task_result", _step(run), payload))
 
     def wrote(self, run: GraphRun, task: GraphTask) -> None:
         caller = self._caller(run)
@@ -204,6 +212,12 @@ class EntryStream(SubgraphsStream):
             if self.subgraphs:  # LangGraph's: shown with the caller's items, in its task's ns
                 caller = calling_task_ns(run)
             GraphStream.put(self, caller, "custom", value)
+
+
+def _step(run: GraphRun) -> int:
+    """The step of the run whose node made the task call ``run`` (``debug`` items)."""
+    parent = run.parent
+    return run.head.step + 1 if parent is None else parent.head.step + 1
 
 
 def calling_task_ns(run: GraphRun) -> str:
@@ -233,6 +247,12 @@ def entry_view(mode: str, payload: Any) -> Any:
             return {**payload, "input": (payload.get("input") or {}).get("input")}
         result = payload["result"]
         return {**payload, "result": {"__end__": result["output"]} if "output" in result else {}}
+    if mode == "debug" and payload["type"] != "checkpoint":
+        # its node's start and end as the tasks mode's; triggered by the input, as LangGraph's
+        shown = entry_view("tasks", payload["payload"])
+        if "triggers" in shown:
+            shown["triggers"] = (START,)
+        return {**payload, "payload": shown}
     return payload
 
 

@@ -1,12 +1,61 @@
-"""Mermaid flowchart text for a graph: solid arrows for edges (and from a node no edge leaves
-to END, where its run ends), dotted for conditional ones."""
+"""A graph's drawing: its nodes and edges (``get_graph()``, LangGraph's), and the Mermaid
+flowchart text of them (``to_mermaid()``, ``get_graph().draw_mermaid()``): solid arrows for
+edges (and from a node no edge leaves to END, where its run ends), dotted for conditional
+ones."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Any
 
+from tinyagents._record import FrozenRecord
 from tinyagents.graph.core import DeclaredGraph, dead_ends
 from tinyagents.graph.types import END, START
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class DrawnNode(FrozenRecord):
+    """A node of ``get_graph()``: START and END included; ``subgraph`` when it runs one."""
+
+    id: str
+    name: str
+    subgraph: bool = False
+    metadata: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class DrawnEdge(FrozenRecord):
+    """An edge of ``get_graph()``, as LangGraph's: ``conditional`` for a router's, a goto's
+    (``Command(goto=...)`` a node declares with ``destinations``); ``data`` its label (a
+    router's mapping key, ``"join"``, ``"goto"``), or None."""
+
+    source: str
+    target: str
+    data: str | None = None
+    conditional: bool = False
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class DrawnGraph(FrozenRecord):
+    """What ``get_graph()`` returns: the nodes by id and the edges, in drawing order."""
+
+    nodes: dict[str, DrawnNode]
+    edges: tuple[DrawnEdge, ...]
+
+    def draw_mermaid(self) -> str:
+        """The Mermaid flowchart text of the graph (``to_mermaid()``'s)."""
+        lines = ["flowchart TD"]
+        for node in self.nodes.values():
+            lines.append(f"    {_id(node.id)}{_shape(node)}")
+        for edge in self.edges:
+            source, target, label = _id(edge.source), _id(edge.target), edge.data
+            if edge.conditional:
+                arrow = "-.->" if label is None else f"-. {label} .->"
+            else:
+                arrow = "-->" if label is None else f"-- {label} -->"
+            lines.append(f"    {source} {arrow} {target}")
+        return "\n".join(lines) + "\n"
 
 
 def _id(name: str) -> str:
@@ -21,29 +70,48 @@ def _label(name: str) -> str:
     return name.replace('"', "#quot;")
 
 
-def to_mermaid(graph: DeclaredGraph) -> str:
-    lines = ["flowchart TD", f"    {_id(START)}([START])"]
+def _shape(node: DrawnNode) -> str:
+    if node.id == START:
+        return "([START])"
+    if node.id == END:
+        return "([END])"
+    if node.subgraph:
+        return f'[["{_label(node.name)}"]]'
+    return f'["{_label(node.name)}"]'
+
+
+def drawn(graph: DeclaredGraph) -> DrawnGraph:
+    """``graph``'s nodes and edges: what ``to_mermaid`` draws."""
+    nodes = {START: DrawnNode(id=START, name=START)}
     for name, spec in graph.nodes.items():
-        shape = f'[["{_label(name)}"]]' if spec.subgraph is not None else f'["{_label(name)}"]'
-        lines.append(f"    {_id(name)}{shape}")
-    lines.append(f"    {_id(END)}([END])")
-    for source, target in graph.edges:
-        lines.append(f"    {_id(source)} --> {_id(target)}")
+        metadata = dict(spec.metadata) if spec.metadata else None
+        subgraph = spec.subgraph is not None
+        nodes[name] = DrawnNode(id=name, name=name, subgraph=subgraph, metadata=metadata)
+    nodes[END] = DrawnNode(id=END, name=END)
+    edges = [DrawnEdge(source=source, target=target) for source, target in graph.edges]
     for sources, target in graph.joins:
-        for source in sources:
-            lines.append(f"    {_id(source)} -- join --> {_id(target)}")
+        edges.extend(DrawnEdge(source=s, target=target, data="join") for s in sources)
     for branch in graph.branches:
         if branch.mapping is None:
             # without a mapping the router may lead anywhere; draw every possibility
             for target in branch.targets(list(graph.nodes)):
-                lines.append(f"    {_id(branch.source)} -.-> {_id(target)}")
+                edges.append(DrawnEdge(source=branch.source, target=target, conditional=True))
             continue
         for key, target in branch.mapping.items():
             label = str(key).replace("|", "/")
-            lines.append(f"    {_id(branch.source)} -. {label} .-> {_id(target)}")
+            edges.append(
+                DrawnEdge(source=branch.source, target=target, data=label, conditional=True)
+            )
     for spec in graph.nodes.values():
         for target in spec.destinations:
-            lines.append(f"    {_id(spec.name)} -. goto .-> {_id(target)}")
+            edges.append(DrawnEdge(source=spec.name, target=target, data="goto", conditional=True))
     for name in dead_ends(graph):  # the run ends after it: drawn with its edge to END
-        lines.append(f"    {_id(name)} --> {_id(END)}")
-    return "\n".join(lines) + "\n"
+        edges.append(DrawnEdge(source=name, target=END))
+    return DrawnGraph(nodes=nodes, edges=tuple(edges))
+
+
+def to_mermaid(graph: DeclaredGraph) -> str:
+    return drawn(graph).draw_mermaid()
+
+
+__all__ = ["DrawnEdge", "DrawnGraph", "DrawnNode", "drawn", "to_mermaid"]

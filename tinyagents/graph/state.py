@@ -220,6 +220,10 @@ class StateSchema(Record):
     input_keys: frozenset[str] | None = None
     #: the keys a run's result holds (``StateGraph(output_schema=...)``); None: all
     output_keys: frozenset[str] | None = None
+    #: the classes of ``StateGraph(input_schema=..., output_schema=...)`` (None: ``cls``),
+    #: which ``get_input_jsonschema`` / ``get_output_jsonschema`` describe
+    input_cls: Any = None
+    output_cls: Any = None
     #: the state class's own schema, once the channels hold more (the input and output
     #: schemas' keys, nodes' private keys): what a node or router without a schema of its
     #: own sees, as LangGraph's default node input is the state schema; None: all channels
@@ -268,9 +272,9 @@ class StateSchema(Record):
             schema.untracked = _untracked_keys(schema.channels)
             keys = frozenset(other.channels)
             if role == "input_schema":
-                schema.input_keys = keys
+                schema.input_keys, schema.input_cls = keys, cls
             else:
-                schema.output_keys = keys
+                schema.output_keys, schema.output_cls = keys, cls
         if len(schema.channels) > len(self.channels):  # the other schema's keys stay its own
             schema.state = self
             state_keys = frozenset(self.channels)

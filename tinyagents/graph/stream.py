@@ -25,20 +25,33 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tinyagents.errors import ConfigurationError
 from tinyagents.graph._context import reset_scope, set_scope
+from tinyagents.graph.debug import checkpoint_payload, input_checkpoint, triggers, wrapped
 from tinyagents.graph.executor import GraphRun, Step, StreamSink
 from tinyagents.graph.tasks import collected, shown_writes
 from tinyagents.graph.types import UNSET
 
 if TYPE_CHECKING:
     from tinyagents.events.models import Event
+    from tinyagents.graph.checkpointing import Head
     from tinyagents.graph.tasks import Task
     from tinyagents.runs.handle import RunHandle
     from tinyagents.runs.host import RunHost
 
-StreamMode = Literal["values", "updates", "tasks", "messages", "custom", "steering"]
-MODES: tuple[str, ...] = ("values", "updates", "tasks", "messages", "custom", "steering")
+StreamMode = Literal[
+    "values", "updates", "tasks", "messages", "custom", "steering", "checkpoints", "debug"
+]
+MODES: tuple[str, ...] = (
+    "values",
+    "updates",
+    "tasks",
+    "messages",
+    "custom",
+    "steering",
+    "checkpoints",
+    "debug",
+)
 #: modes that have items while a node runs: the run needs its own task
-LIVE_MODES = frozenset({"tasks", "messages", "custom", "steering"})
+LIVE_MODES = frozenset({"tasks", "messages", "custom", "steering", "debug"})
 #: The modes made of the runtime's events: a stream without a runtime refuses them.
 RUNTIME_MODES = ("steering", "messages")
 INTERRUPT_KEY = "__interrupt__"
@@ -62,10 +75,15 @@ def parse_modes(mode: str | Iterable[str]) -> tuple[list[str], bool]:
     return list(dict.fromkeys(modes)), isinstance(mode, str)
 
 
-def _asks(modes: frozenset[str]) -> tuple[frozenset[str], bool, bool, bool, bool]:
-    """(modes, live, values, updates, tasks): what a stream of ``modes`` asks for."""
+def _asks(
+    modes: frozenset[str],
+) -> tuple[frozenset[str], bool, bool, bool, bool, bool, bool]:
+    """(modes, live, values, updates, tasks, checkpoints, debug): what a stream of ``modes``
+    asks for (``debug`` shows the checkpoints too)."""
     live = bool(modes & LIVE_MODES)
-    return modes, live, "values" in modes, "updates" in modes, "tasks" in modes
+    debug = "debug" in modes
+    checkpoints = debug or "checkpoints" in modes
+    return modes, live, "values" in modes, "updates" in modes, "tasks" in modes, checkpoints, debug
 
 
 #: the common case, one mode named by its text: read once
@@ -126,6 +144,8 @@ class GraphStream:
 
     __slots__ = (
         "asked",
+        "checkpoints",
+        "debug",
         "items",
         "live",
         "modes",
@@ -146,7 +166,15 @@ class GraphStream:
             one = _asks(frozenset(modes))
         else:
             self.single = True
-        self.modes, self.live, self.values, self.updates, self.tasks = one
+        (
+            self.modes,
+            self.live,
+            self.values,
+            self.updates,
+            self.tasks,
+            self.checkpoints,
+            self.debug,
+        ) = one
         # a sub-graph's items come while its parent's step still runs: the run needs a task
         # of its own, as for the live modes
         self.live = self.live or subgraphs
@@ -181,11 +209,31 @@ class GraphStream:
         if self.ready is not None:
             self.ready.set()
 
-    def begin(self, run: GraphRun) -> None:
-        """The state the run starts from (``values``), before its first step."""
+    def begin(self, run: GraphRun, opened: Head | None = None) -> None:
+        """The state the run starts from (``values``), before its first step; with
+        ``checkpoints``, the checkpoint of the input it took (``opened``, read by
+        ``input_checkpoint``) and the one it starts from."""
         self.root = run.head.ns
         self.run = run
+        if opened is not None:
+            self.opened(run, opened)
         self.subgraph_started(run)
+
+    def opened(self, run: GraphRun, head: Head) -> None:
+        if self.checkpoints:
+            self._checkpoint(run, head)
+
+    def _checkpoint(self, run: GraphRun, head: Head) -> None:
+        """``head``'s ``checkpoints`` item (and ``debug``'s), once it is saved. A task call
+        (``@task``) saves no checkpoint of its own in LangGraph: it shows none."""
+        if head.checkpoint_id is None or run.graph.task_call:
+            return
+        values = run.graph.shown_state(snapshot(_only(head.values, self._keys(run))))
+        payload = checkpoint_payload(run.graph, head, values)
+        if "checkpoints" in self.modes:
+            self.put(head.ns, "checkpoints", payload)
+        if self.debug:
+            self.put(head.ns, "debug", wrapped("checkpoint", head.step, payload, head.created_at))
 
     # -- StreamSink ------------------------------------------------------------------------
 
@@ -195,6 +243,8 @@ class GraphStream:
         # the tasks that did not run again
         kind = step.kind
         if kind == "applied":
+            if self.checkpoints and run.checkpointer is not None:
+                self._checkpoint(run, run.head)
             if self.values:
                 # as LangGraph: a step whose tasks wrote nothing (nodes returning None, a
                 # goto alone) changed no value, so it has no values item
@@ -246,15 +296,21 @@ class GraphStream:
         return run.graph.schema.output_keys
 
     def task_started(self, run: GraphRun, task: Task) -> None:
-        if self.tasks:
+        if self.tasks or self.debug:
             arg = snapshot(run.head.values) if task.arg is UNSET else task.arg
             payload = {"id": task.id, "name": task.node, "input": arg}
             if task.spec.metadata:  # add_node(metadata=...), as LangGraph's start has it
                 payload["metadata"] = dict(task.spec.metadata)
-            self.put(run.head.ns, "tasks", payload)
+            if self.tasks:
+                self.put(run.head.ns, "tasks", payload)
+            if self.debug:  # LangGraph's debug task: the start, and what triggered it
+                shown = {"id": task.id, "name": task.node, "input": arg, "triggers": triggers(task)}
+                if "metadata" in payload:
+                    shown["metadata"] = payload["metadata"]
+                self.put(run.head.ns, "debug", wrapped("task", run.head.step + 1, shown))
 
     def task_finished(self, run: GraphRun, task: Task, error: BaseException | None) -> None:
-        if self.tasks:
+        if self.tasks or self.debug:
             asking = _asking(task)
             if task.writes is None and error is None and not asking:
                 # paused without a question (a sub-graph stopped at its breakpoint): as
@@ -269,7 +325,10 @@ class GraphStream:
                 "error": error,
                 "interrupts": [{"value": i.value, "id": i.id} for i in asking],
             }
-            self.put(run.head.ns, "tasks", payload)
+            if self.tasks:
+                self.put(run.head.ns, "tasks", payload)
+            if self.debug:
+                self.put(run.head.ns, "debug", wrapped("task_result", run.head.step + 1, payload))
 
     def _ask(self, run: GraphRun, task: Task) -> None:
         """A paused task's questions, one item for the task, as LangGraph's: in ``updates``
@@ -318,7 +377,10 @@ class GraphStream:
 
     def subgraph_started(self, run: GraphRun) -> None:
         """A sub-graph run's state before its first step (``values``), as LangGraph's
-        ``subgraphs=True`` stream shows it; the top-level run's comes from ``begin``."""
+        ``subgraphs=True`` stream shows it; the top-level run's comes from ``begin``. With
+        ``checkpoints``, the checkpoint the run starts from."""
+        if self.checkpoints and run.checkpointer is not None:
+            self._checkpoint(run, run.head)
         if self.values:
             # as LangGraph: an input that wrote nothing (of the keys shown) has no item
             keys, written = self._keys(run), run.input_written
@@ -341,11 +403,12 @@ class Tee:
     """Two sinks as one: a sub-graph a node streams reports to the node's stream and to the
     stream of the run that called it (where ``subgraphs=True`` shows it)."""
 
-    __slots__ = ("first", "live", "second")
+    __slots__ = ("checkpoints", "first", "live", "second")
 
     def __init__(self, first: StreamSink, second: StreamSink) -> None:
         self.first, self.second = first, second
         self.live = first.live or second.live
+        self.checkpoints = first.checkpoints or second.checkpoints
 
     def step(self, run: GraphRun, step: Step) -> None:
         self.first.step(run, step)
@@ -375,6 +438,16 @@ class Tee:
         self.first.subgraph_started(run)
         self.second.subgraph_started(run)
 
+    def opened(self, run: GraphRun, head: Head) -> None:
+        self.first.opened(run, head)
+        self.second.opened(run, head)
+
+
+async def opening(run: GraphRun) -> Head | None:
+    """The checkpoint of the input ``run`` took, for a stream of checkpoints to show first."""
+    took = run.input_written is not None
+    return await input_checkpoint(run.graph, run.checkpointer, run.head, took)
+
 
 #: ``read``'s hold when there is none (a run without checkpointer takes no lease): one shared
 #: ``nullcontext``, which keeps nothing between uses
@@ -396,12 +469,13 @@ async def read(
     (the stream of the run that called this one as a sub-graph)."""
     async with hold if hold is not None else _NO_HOLD:
         run = await prepare()
+        opened = await opening(run) if sink.checkpoints else None
         if also is not None:
             run.stream = Tee(sink, also)
         if sink.live:
             if also is None:
                 run.stream = sink
-            sink.begin(run)
+            sink.begin(run, opened)
             async with aclosing(live(asyncio.create_task(run.outcome()), sink)) as running:
                 async for item in running:
                     yield item
@@ -409,7 +483,7 @@ async def read(
         if also is None and (sink.updates or run.checkpointer is not None):
             # for its tasks' updates and questions as they come; the steps are read here
             run.stream = sink
-        sink.begin(run)
+        sink.begin(run, opened)
         items = sink.items
         # a run that saves nothing: one scope for its steps, knowing the run, so a @task its
         # fast path's node calls is the run's
