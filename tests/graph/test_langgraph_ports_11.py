@@ -240,6 +240,63 @@ async def test_debug_of_an_entrypoint_and_its_task_calls() -> None:
     assert seen_ours[0][3][2] == ["main"]  # the input's checkpoint: the entrypoint is next
 
 
+class Fan(TypedDict, total=False):
+    items: list[int]
+    out: Annotated[list[int], operator.add]
+
+
+def fan_out(g: Any) -> Any:
+    def fan(state: Fan) -> list[Any]:
+        return [g.Send("work", {"items": [i]}) for i in state["items"]]
+
+    graph = g.StateGraph(Fan).add_node("start", lambda s: {})
+    graph.add_node("work", lambda s: {"out": [s["items"][0] * 2]})
+    return graph.add_edge(g.START, "start").add_conditional_edges("start", fan, ["work"])
+
+
+async def test_debug_of_sends() -> None:
+    # LangGraph: a Send's task is triggered by a push; both are in their checkpoint's tasks
+    ours, theirs = await both(fan_out, [{"items": [1, 2]}], "debug")
+    assert ours == theirs
+    pushed = [i[3] for i in ours if i[1] == "task" and i[3]["name"] == "work"]
+    assert [p["triggers"] for p in pushed] == [("__pregel_push",)] * 2
+    assert ours[4][3][2] == ["work", "work"]
+
+
+async def test_debug_of_a_failing_node() -> None:
+    def build(g: Any) -> Any:
+        def boom(state: X) -> dict[str, Any]:
+            raise ValueError("boom")
+
+        return g.StateGraph(X).add_node("boom", boom).add_edge(g.START, "boom")
+
+    seen: tuple[list[Any], list[Any]] = ([], [])
+    theirs = build(THEIRS).compile(checkpointer=lg_memory.InMemorySaver())
+    ours = build(OURS).compile(checkpointer=MemoryCheckpointer())
+    with pytest.raises(ValueError, match="boom"):
+        async for item in theirs.astream({"x": 1}, cfg(), stream_mode="debug"):
+            seen[1].append(item)
+    with pytest.raises(ValueError, match="boom"):
+        async for item in ours.stream({"x": 1}, thread_id="1", mode="debug"):
+            seen[0].append(item)
+
+    def shown(items: list[Any]) -> list[Any]:
+        return [
+            (i["type"], repr(i["payload"].get("error"))) for i in items if i["type"] != "checkpoint"
+        ]
+
+    assert (
+        shown(seen[0])
+        == shown(seen[1])
+        == [
+            ("task", "None"),
+            ("task_result", "ValueError('boom')"),
+        ]
+    )
+    # a step that fails saves no checkpoint, so shows none
+    assert [i["type"] for i in seen[0]] == [i["type"] for i in seen[1]]
+
+
 # -- checkpoints: ours ------------------------------------------------------------------------
 
 
