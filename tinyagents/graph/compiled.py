@@ -237,7 +237,10 @@ class CompiledGraph(GraphCore):
         task's start and its result, error or interrupts), ``"custom"`` (what nodes send with
         ``ctx.emit``), ``"steering"`` and ``"messages"`` (the runtime's ``steering.*`` and
         ``model.delta`` events of this run and its agent nodes; with ``runtime=`` only, else
-        ``ConfigurationError``). A list of modes yields ``(mode, payload)`` pairs;
+        ``ConfigurationError``), ``"checkpoints"`` (each checkpoint saved, LangGraph's
+        payload) and ``"debug"`` (those and each task's start and end, wrapped as
+        ``{"step", "timestamp", "type", "payload"}``; ``graph/debug.py``). A list of modes
+        yields ``(mode, payload)`` pairs;
         ``subgraphs=True`` adds sub-graph items, each led by its namespace.
         A failing node's error is raised after the items before it; leaving the loop early
         stops the run. A bad mode raises ``ConfigurationError`` here, before anything runs.
