@@ -21,8 +21,16 @@ import pytest
 
 from tinyagents import Agent, SubAgent
 from tinyagents.errors import ConfigurationError, RunFailed, ThreadBusy, UnknownTargetError
+from tinyagents.protocol import (
+    SteeringActor,
+    SteeringCommand,
+    SteeringDelivery,
+    SteeringKind,
+    SteeringTarget,
+)
+from tinyagents.runs import RunStatus
 from tinyagents.runtime import Runtime
-from tinyagents.testkit import FunctionModel, Gate, ScriptedModel, reply
+from tinyagents.testkit import EventRecorder, FunctionModel, Gate, ScriptedModel, reply
 
 WORKER = Path(__file__).with_name("session_thread_crash_worker.py")
 
@@ -269,3 +277,66 @@ async def test_a_turn_started_with_a_plain_run_of_the_thread_at_once_is_thread_b
     assert not isinstance(started, BaseException)
     assert (await started.result()).output == "plain"
     assert await session.send("hi") == "turn"
+
+
+OPERATOR = SteeringActor.human("alice", scopes=["agent:control"])
+
+
+def end_of_turn_instruction(run_id: str) -> SteeringCommand:
+    return SteeringCommand(
+        target=SteeringTarget.agent_run(run_id),
+        actor=OPERATOR,
+        kind=SteeringKind.ADD_INSTRUCTION,
+        payload={"text": "add the source"},
+        delivery=SteeringDelivery.END_OF_TURN,
+    )
+
+
+async def test_a_finished_turn_is_not_reopened_beside_another_sessions_turn(
+    rt: Runtime,
+) -> None:
+    """An END_OF_TURN instruction to a session's finished turn reopens its run for another
+    exchange: a writer of the thread again. While another session's turn holds the thread,
+    it reopened beside it (two writers); the instruction now fails as a late command does,
+    with a failed receipt, and the run stays completed."""
+    recorder = EventRecorder()
+    rt.bus.add_sink(recorder)
+    again = Gate("reopened")
+    calls = 0
+
+    async def model(_: Any) -> str:
+        nonlocal calls
+        calls += 1
+        if calls > 1:  # the reopened turn's call waits at ``again``
+            await again.wait()
+            return "reopened"
+        return "one"
+
+    first = chat(FunctionModel(model)).session(runtime=rt, thread_id="t-13")
+    assert await first.send("hi") == "one"
+    gate = Gate("second")
+    second = chat(held(gate, "two")).session(runtime=rt, thread_id="t-13")
+    turn = asyncio.ensure_future(second.send("hi"))
+    await gate.entered.wait()
+    (run_id,) = first.runs
+    receipt = await rt.submit(end_of_turn_instruction(run_id))
+    handle = rt.runs.get(run_id)
+    assert handle is not None
+    assert handle.status is RunStatus.COMPLETED
+    failed = [
+        e
+        for e in recorder.events
+        if e.type == "steering.failed" and e.correlation_id == receipt.correlation_id
+    ]
+    assert receipt.status.value == "failed" or failed, receipt
+    gate.open()
+    assert await turn == "two"
+    # the thread free again, the next instruction reopens the turn, which holds its thread
+    assert (await rt.submit(end_of_turn_instruction(run_id))).status.value == "accepted"
+    await again.entered.wait()
+    third = chat(ScriptedModel([reply("three")])).session(runtime=rt, thread_id="t-13")
+    with pytest.raises(ThreadBusy):
+        await third.send("hi")
+    again.open()
+    assert (await handle.result()).output == "reopened"
+    assert await third.send("hi") == "three"

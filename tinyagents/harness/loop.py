@@ -40,6 +40,7 @@ from tinyagents.errors import (
     RunFailed,
     RunLimitExceeded,
     RuntimeClosed,
+    ThreadBusy,
     ToolError,
     ToolsWithheld,
     UnknownTargetError,
@@ -291,6 +292,9 @@ class AgentRun(RunDriver):
         #: The conversation brought no system prompt of its own: ``messages[0]`` is the run's
         #: (the agent's instructions), written with its system prompt functions as it starts.
         self.own_prompt = False
+        #: a session's turn: it holds its thread (``RunRegistry.take_thread``), again when
+        #: an END_OF_TURN message reopens it
+        self.holds_thread = False
         #: The ids of the tool calls in the conversation (as long-lived as ``messages``).
         self._call_ids = {c.id for m in messages for c in m.tool_calls}
         #: The ids the tool calls of the response being streamed were published with, by index.
@@ -1682,6 +1686,18 @@ class AgentRun(RunDriver):
         await self._finish_run(result)
         return True
 
+    def _takes_thread_again(self) -> bool:
+        """Whether the run, reopened for another turn, is a writer of its thread again: not
+        while a session's turn holds it (nor, for a turn that held it, while another run of
+        the thread runs): the message fails as a late one, rather than two writers."""
+        if self.info.thread_id is None:
+            return True
+        try:
+            self.runtime.runs.take_thread(self.info, hold=self.holds_thread, started=True)
+        except ThreadBusy:
+            return False
+        return True
+
     async def on_late_command(self, cmd: SteeringCommand) -> bool:
         """An END_OF_TURN message after the run completed gives the agent another turn, if
         its budget has a model call left for it: a turn its budget would refuse before any
@@ -1697,6 +1713,7 @@ class AgentRun(RunDriver):
             and self.handle.status is RunStatus.COMPLETED
             and model_call_left(self.info, self.runtime.runs.tree)
             and not _cancelled_above(self.runtime, self.info)
+            and self._takes_thread_again()
         ):
             self.handle.reopen()
             # Its run.started said whose run this is; a trace or a log that closed the run at
@@ -2246,6 +2263,7 @@ async def start_agent_run(
     handle = RunHandle(info, submitter=runtime)
     run = AgentRun(runtime, agent, handle, messages, agent.deps_for_run(deps))
     run.own_prompt = own_prompt
+    run.holds_thread = hold_thread
     handle.driver = run
     handle.policies = [
         *(SteeringHook(m) for m in agent.middleware if overrides(m, "steering")),

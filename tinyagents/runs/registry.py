@@ -146,26 +146,26 @@ class RunRegistry:
                 return handle
         return None
 
-    def take_thread(self, info: RunInfo, *, hold: bool) -> None:
+    def take_thread(self, info: RunInfo, *, hold: bool, started: bool = False) -> None:
         """Run ``info`` (of a thread) is starting: ``ThreadBusy`` if a session's turn holds
         its thread (of its tenant: thread ids are each tenant's own). ``hold`` (a session's
         turn): it holds the thread itself, so ``ThreadBusy`` too if any other run of the thread
         has not finished, or is starting. Taken before the start awaits anything, so of two
-        starts at once exactly one gets the thread; ``let_go_of_thread`` if the start fails."""
+        starts at once exactly one gets the thread; ``let_go_of_thread`` if the start fails.
+        ``started``: a registered run taking it again (reopened for another turn)."""
         thread_id = info.thread_id
         assert thread_id is not None
         key = (info.tenant_id, thread_id)
         holder = self._held.get(key)
         if holder is not None and holder.run_id != info.run_id and not holder.status.finished:
             raise ThreadBusy(thread_id)
-        starting = self._starting.setdefault(key, set())
+        starting = self._starting.get(key)
         if hold:
             if starting or self.for_thread(thread_id, info.tenant_id) is not None:
-                if not starting:
-                    del self._starting[key]
                 raise ThreadBusy(thread_id)
             self._held[key] = info
-        starting.add(info.run_id)
+        if not started:
+            self._starting.setdefault(key, set()).add(info.run_id)
 
     def let_go_of_thread(self, info: RunInfo) -> None:
         """The start of run ``info`` failed: what it took of its thread is free again."""
