@@ -340,3 +340,40 @@ async def test_a_finished_turn_is_not_reopened_beside_another_sessions_turn(
     again.open()
     assert (await handle.result()).output == "reopened"
     assert await third.send("hi") == "three"
+
+
+async def test_a_thread_instruction_reaches_the_turn_that_holds_the_thread(rt: Runtime) -> None:
+    """The loss the hold prevents: with a second session's turn running beside the first, a
+    command for the thread went to the newer run only, and the first turn (whose transcript
+    is the conversation the sender meant) never got it. Refused, the second turn starts
+    nothing, so the thread's one run gets the instruction and answers with it."""
+    gate = Gate("first")
+    seen: list[str] = []
+
+    async def model(request: Any) -> str:
+        seen.append(" | ".join(str(m.content) for m in request.messages))
+        if gate.calls == 0:
+            await gate.wait()
+        return f"answer {len(seen)}"
+
+    first = chat(FunctionModel(model)).session(runtime=rt, thread_id="t-14")
+    turn = asyncio.ensure_future(first.send("one"))
+    await gate.entered.wait()
+    second = chat(ScriptedModel([reply("two")])).session(runtime=rt, thread_id="t-14")
+    with pytest.raises(ThreadBusy):
+        await second.send("two")
+    receipt = await rt.submit(
+        SteeringCommand(
+            target=SteeringTarget.thread("t-14"),
+            actor=OPERATOR,
+            kind=SteeringKind.ADD_INSTRUCTION,
+            payload={"text": "cite the source"},
+            delivery=SteeringDelivery.END_OF_TURN,
+        )
+    )
+    assert receipt.status.value == "accepted" and receipt.run_id == first.runs[0]
+    gate.open()
+    await turn
+    await first.send("three")  # waits for the turn the instruction reopened, if it did
+    assert any("cite the source" in text for text in seen)
+    assert any("cite the source" in str(m.content) for m in first.messages)
