@@ -1026,9 +1026,12 @@ async def test_a_run_continued_from_a_history_without_a_system_prompt_keeps_the_
     ]
 
 
-def test_instructions_must_be_text():
-    with pytest.raises(ConfigurationError, match="instructions must be text"):
-        Agent("a", ScriptedModel(["x"]), instructions=lambda: "dynamic")  # type: ignore[arg-type]
+def test_instructions_must_be_text_or_functions():
+    # a function is pydantic-ai's instructions function (test_pydantic_ai_ports_15.py)
+    with pytest.raises(ConfigurationError, match="instructions must be text, a function"):
+        Agent("a", ScriptedModel(["x"]), instructions=5)
+    with pytest.raises(ConfigurationError, match=r"got list"):
+        Agent("a", ScriptedModel(["x"]), instructions=["x", ["nested"]])
 
 
 async def test_a_tool_call_limit_of_zero_forbids_every_tool_call(rt: Runtime):

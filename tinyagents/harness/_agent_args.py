@@ -12,6 +12,7 @@ from pydantic import BaseModel, PydanticUserError
 from tinyagents._bounds import whole_number
 from tinyagents.errors import ConfigurationError, InvalidCommandError, kind_of
 from tinyagents.harness import _litellm
+from tinyagents.harness.context import RunFunction
 from tinyagents.harness.middleware import Middleware
 from tinyagents.harness.model import Model
 from tinyagents.harness.output import OutputSpec, output_spec_of
@@ -22,17 +23,34 @@ from tinyagents.protocol.ids import name_problem
 from tinyagents.protocol.text import shows_nothing
 
 
-def checked_instructions(name: str, instructions: object) -> str:
-    """``instructions`` as the system prompt's text (None: none, as "")."""
+def checked_instructions(name: str, instructions: object) -> tuple[str, list[RunFunction]]:
+    """``instructions`` as pydantic-ai reads them: text, a function ``()`` or ``(ctx)`` (sync
+    or async) or a list of both, split into the text (its pieces joined by a line break, as
+    pydantic-ai joins them) and the functions, called before each model request (None:
+    none)."""
     if instructions is None:
-        return ""
-    if not isinstance(instructions, str):
-        raise ConfigurationError(
-            f"agent {name!r}: instructions must be text (the system prompt), got "
-            f"{type(instructions).__name__}; for instructions that change per run, add a "
-            "function with @agent.system_prompt, or steer the run (add_instruction)"
-        )
-    return instructions
+        return "", []
+    given = (
+        [instructions]
+        if isinstance(instructions, str) or callable(instructions)
+        else instructions
+        if isinstance(instructions, (list, tuple))
+        else None
+    )
+    texts: list[str] = []
+    functions: list[RunFunction] = []
+    for piece in given if given is not None else [instructions]:
+        if isinstance(piece, str):
+            texts.append(piece)
+        elif callable(piece) and not isinstance(piece, type):
+            functions.append(RunFunction(piece, values=0, what="instructions", agent=name))
+        else:
+            raise ConfigurationError(
+                f"agent {name!r}: instructions must be text, a function () or (ctx) returning "
+                f"text, or a list of them, got {kind_of(piece)}; for instructions that change "
+                "while a run runs, steer it (add_instruction)"
+            )
+    return "\n".join(filter(None, texts)), functions
 
 
 #: Settings a model request carries in fields of its own (the conversation, the tools, the

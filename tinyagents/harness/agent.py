@@ -63,6 +63,29 @@ class _Unset:
 UNSET: Any = _Unset()
 
 
+class Instructions(str):
+    """``agent.instructions``: the agent's instructions text (a ``str``), and pydantic-ai's
+    ``@agent.instructions`` decorator, which adds a function ``()`` or ``(ctx)``, sync or
+    async, whose text joins the instructions before each model request of its runs."""
+
+    _agent: Agent
+
+    def __new__(cls, text: str, agent: Agent) -> Instructions:
+        made = super().__new__(cls, text)
+        made._agent = agent
+        return made
+
+    def __call__(self, fn: Callable[..., Any] | None = None, /) -> Any:
+        def add(f: Callable[..., Any]) -> Callable[..., Any]:
+            agent = self._agent
+            agent.instruction_functions.append(
+                RunFunction(f, values=0, what="instructions", agent=agent.name)
+            )
+            return f
+
+        return add(fn) if fn is not None else add
+
+
 class Agent:
     """An agent definition. Runs are started with ``Runtime.start(agent, input)``.
 
@@ -95,7 +118,7 @@ class Agent:
         name: str,
         model: Model | str,
         *,
-        instructions: str | None = "",
+        instructions: Any = "",
         tools: Sequence[Tool | Any] = (),
         limits: RunLimits | None = None,
         middleware: Sequence[Middleware] = (),
@@ -125,7 +148,7 @@ class Agent:
                 f"{kind_of(supervisor)}; load one with SupervisorSpec.from_yaml(<file or "
                 "YAML text>) or build one with SupervisorSpec(rules=[...], ...)"
             )
-        instructions = checked_instructions(name, instructions)
+        text, functions = checked_instructions(name, instructions)
         check_limits(limits)
         # text for str (pydantic-ai's default), a model class, or a union's envelope class;
         # output tools (a union with str's models, output functions, ToolOutput markers)
@@ -144,7 +167,11 @@ class Agent:
         self.name = name
         # a model string (or no model) loads LiteLLMModel's module (tinyagents.harness._litellm)
         self.model = model if isinstance(model, Model) else _litellm.as_model(model)
-        self.instructions = instructions
+        #: The instructions' text; ``agent.instructions`` reads it (and decorates).
+        self.instruction_text = text
+        #: The instruction functions (``instructions=``, ``@agent.instructions``), called
+        #: before each model request of a run, their text after ``instruction_text``.
+        self.instruction_functions = functions
         #: Provider settings each model request of its runs carries (``ModelRequest.settings``,
         #: pydantic-ai's ``model_settings``): a run's ``model_settings=`` are merged over them.
         self.model_settings = checked_model_settings(name, model_settings)
@@ -251,6 +278,14 @@ class Agent:
         )
         return fn
 
+    @property
+    def instructions(self) -> Instructions:
+        """The instructions' text, and the ``@agent.instructions`` decorator (pydantic-ai's):
+        a function ``()`` or ``(ctx)``, sync or async, called before each model request of
+        a run; its text (None or "": nothing) follows the text, each function's after a
+        blank line (docs/harness.md, "Instruction functions")."""
+        return Instructions(self.instruction_text, self)
+
     @overload
     def system_prompt(self, fn: _F, /) -> _F: ...
     @overload
@@ -307,7 +342,7 @@ class Agent:
         *,
         model: Model | str = UNSET,
         deps: Any = UNSET,
-        instructions: str | None = UNSET,
+        instructions: Any = UNSET,
         tools: Sequence[Tool | Any] = UNSET,
         toolsets: Sequence[Toolset] = UNSET,
         model_settings: Mapping[str, Any] | None = UNSET,
@@ -315,8 +350,8 @@ class Agent:
         """Within the ``with`` block, runs of this agent started in this context (its tasks,
         the runs their tools start) use what is given here instead, as pydantic-ai's
         ``agent.override``: ``model``, ``deps`` (over a run's ``deps=``), ``instructions``
-        (the agent's, and a run's ``instructions=``, replaced; None: none; its
-        ``@agent.system_prompt`` functions stay), ``tools`` (its ``tools=``), ``toolsets``
+        (the agent's text and functions, and a run's ``instructions=``, replaced; None:
+        none; its ``@agent.system_prompt`` functions stay), ``tools`` (its ``tools=``), ``toolsets``
         (its ``toolsets=`` and a run's) and ``model_settings`` (its and a run's). An inner
         ``override`` wins for what it gives; what it does not give stays the outer one's.
         Each value is checked here, as ``Agent(...)`` checks it (``ConfigurationError``).
@@ -346,7 +381,7 @@ class Agent:
         *,
         output_type: Any = None,
         model: Model | str | None = None,
-        instructions: str | None = None,
+        instructions: Any = None,
         toolsets: Sequence[Toolset] | None = None,
         model_settings: Mapping[str, Any] | None = None,
     ) -> Agent:
@@ -373,10 +408,11 @@ class Agent:
                 name = run_agent.model.name
                 run_agent.models = (name, *(m for m in self.models if m != name))
         if "instructions" in over:
-            run_agent.instructions = over["instructions"]
+            run_agent.instruction_text, run_agent.instruction_functions = over["instructions"]
         elif instructions is not None:
-            extra = checked_instructions(self.name, instructions)
-            run_agent.instructions = "\n".join(filter(None, (self.instructions, extra)))
+            extra, functions = checked_instructions(self.name, instructions)
+            run_agent.instruction_text = "\n".join(filter(None, (self.instruction_text, extra)))
+            run_agent.instruction_functions = [*self.instruction_functions, *functions]
         if "tools" in over or "toolsets" in over or toolsets is not None:
             run_agent.function_tools = over.get("tools", self.function_tools)
             run_agent.toolsets = over.get(

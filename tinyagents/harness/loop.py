@@ -186,6 +186,10 @@ class AgentRecipe(AgentView, Protocol):
     @property
     def system_prompts(self) -> Sequence[tuple[RunFunction, str | None]]: ...
     @property
+    def instruction_text(self) -> str: ...
+    @property
+    def instruction_functions(self) -> Sequence[RunFunction]: ...
+    @property
     def output_native(self) -> bool: ...
     @property
     def output_prompt(self) -> str | None: ...
@@ -196,7 +200,7 @@ class AgentRecipe(AgentView, Protocol):
         *,
         output_type: Any = None,
         model: Model | str | None = None,
-        instructions: str | None = None,
+        instructions: Any = None,
         toolsets: Sequence[Any] | None = None,
         model_settings: Mapping[str, Any] | None = None,
     ) -> AgentRecipe: ...
@@ -295,6 +299,9 @@ class AgentRun(RunDriver):
         #: a session's turn: it holds its thread (``RunRegistry.take_thread``), again when
         #: an END_OF_TURN message reopens it
         self.holds_thread = False
+        #: The agent's instruction functions as the run started (one the agent is given
+        #: later is for its later runs), called before each model request.
+        self._instruction_fns = tuple(agent.instruction_functions)
         #: The ids of the tool calls in the conversation (as long-lived as ``messages``).
         self._call_ids = {c.id for m in messages for c in m.tool_calls}
         #: The ids the tool calls of the response being streamed were published with, by index.
@@ -337,7 +344,7 @@ class AgentRun(RunDriver):
         self._began = True
         after: tuple[Sequence[ToolCall], int] | None = None
         try:
-            if not another_turn and self.agent.system_prompts:
+            if not another_turn and (self.agent.system_prompts or self._instruction_fns):
                 await self._write_system_prompt()
             while True:
                 try:
@@ -597,12 +604,14 @@ class AgentRun(RunDriver):
         if self.own_prompt:
             instructions = messages[0].content
             parts: list[list[str | None]] = [[None, instructions]] if instructions else []
+            if self._instruction_fns:  # its place, written before each request
+                parts = [[INSTRUCTIONS, instructions]]
             for hook, ref in prompts:
                 text = await self._prompt_text(hook)
                 if text or ref is not None:  # a dynamic one keeps its place, to be rewritten
                     parts.append([ref, text])
             content = _joined(parts)
-            if content:
+            if content or self._instruction_fns:
                 messages[0] = Message(
                     role="system", content=content, metadata={"system_prompt_parts": parts}
                 )
@@ -630,16 +639,52 @@ class AgentRun(RunDriver):
         metadata = {**first.metadata, "system_prompt_parts": parts}
         messages[0] = dataclasses.replace(first, content=_joined(parts), metadata=metadata)
 
-    async def _prompt_text(self, hook: RunFunction) -> str:
+    async def _prompt_text(self, hook: RunFunction, what: str = "system_prompt") -> str:
         text = await hook(self.ctx)
         if text is None:
             return ""
         if not isinstance(text, str):
             raise ConfigurationError(
-                f"agent {self.agent.name!r}: system_prompt {hook.name!r} must return text (or "
+                f"agent {self.agent.name!r}: {what} {hook.name!r} must return text (or "
                 f"None), got {type(text).__name__}"
             )
         return text
+
+    async def _write_instructions(self) -> bool:
+        """Write the instructions again for the next request (the
+        agent's text and its instruction functions' texts, each called now, as pydantic-ai
+        calls them before each request) into their part of the leading system message: the
+        run's own, or a history's with such a part (a transcript of a run with instruction
+        functions). The transcript keeps what the last request was sent; a system message
+        left with no text is not sent (True: leave it out). Steering messages are later
+        messages: untouched."""
+        messages = self.messages
+        first = messages[0] if messages else None
+        parts = first.metadata.get("system_prompt_parts") if first is not None else None
+        if (
+            first is None
+            or first.role != "system"
+            or not isinstance(parts, list)
+            or not any(isinstance(p, list) and p[:1] == [INSTRUCTIONS] for p in parts)
+        ):
+            return False
+        texts = [self.agent.instruction_text]
+        for hook in self._instruction_fns:
+            texts.append(await self._prompt_text(hook, "instructions"))
+        text = "\n\n".join(filter(None, texts))
+        written = [
+            [ref, text if ref == INSTRUCTIONS else t]
+            for ref, t in (p for p in parts if isinstance(p, list) and len(p) == 2)
+        ]
+        content = _joined(written)
+        metadata = {**first.metadata, "system_prompt_parts": written}
+        messages[0] = dataclasses.replace(first, content=content, metadata=metadata)
+        if not content and len(messages) == 1 and not self.staged:
+            raise ConfigurationError(
+                f"agent {self.agent.name!r} has nothing to send: its instructions gave no "
+                "text, and it has no system prompt, history or input"
+            )
+        return not content
 
     def _fail_staged(self, reason: str) -> None:
         """Fail the messages staged for a model request that will not be made."""
@@ -963,14 +1008,17 @@ class AgentRun(RunDriver):
 
     async def _call_model(self) -> tuple[ModelResponse, str]:
         tree = self.runtime.runs.tree
+        # before the call is counted: a function that fails ends the run with no call made
+        unsent = self._instruction_fns and await self._write_instructions()
         tokens_left = reserve_model_call(self.info, tree)
         if self.staged:
             self.messages.extend(msg for _, msg in self.staged)
         stop = self._stop_retrying = self._stop_retrying or asyncio.Event()
         stop.clear()
         agent = self.agent
+        sent = self.messages[1:] if unsent else self.messages
         request = ModelRequest(
-            messages=_with_output_prompt(self.messages, agent.output_prompt),
+            messages=_with_output_prompt(sent, agent.output_prompt),
             tools=[t.spec() for t in self.allowed_tools().values()] + self._output_specs,
             model=self.model_name(),
             run_id=self.info.run_id,
@@ -2006,6 +2054,12 @@ _FENCED_JSON = r"(?s)```(?:\w+)?\r?\n(\{.*?\})\s*(?:\r?\n?```|\Z)"
 _FENCE_OPENING = r"```(?:\w+)?\r?\n\{"
 
 
+#: The reference of the instructions' part in a system message's
+#: ``metadata["system_prompt_parts"]`` when the agent has instruction functions (written
+#: again before each request); no function's ``__qualname__`` can be it.
+INSTRUCTIONS = "<instructions>"
+
+
 def _joined(parts: Sequence[Sequence[str | None]]) -> str:
     """A system prompt's text from its parts (an empty one adds nothing)."""
     return "\n\n".join(text for _, text in parts if text)
@@ -2609,7 +2663,7 @@ def _initial_messages(
     own_prompt = _own_prompt(agent, given)
     if own_prompt:
         # with system prompt functions, even without instructions: the run writes them in
-        messages.append(Message(role="system", content=agent.instructions))
+        messages.append(Message(role="system", content=agent.instruction_text))
     if history:
         messages.extend(map(_args_read, history))
     if isinstance(input, str):
@@ -2630,9 +2684,8 @@ def _initial_messages(
 def _own_prompt(agent: AgentRecipe, given: Sequence[Message]) -> bool:
     """Whether the run writes its system prompt: the conversation brings none of its own,
     and the agent has instructions or system prompt functions."""
-    return bool(agent.instructions or agent.system_prompts) and not (
-        given and given[0].role == "system"
-    )
+    own = agent.instruction_text or agent.instruction_functions or agent.system_prompts
+    return bool(own) and not (given and given[0].role == "system")
 
 
 def _args_read(message: Message) -> Message:

@@ -206,8 +206,8 @@ class SubAgentSession(Record):
         await self._catch_up()
         agent = self.subagent.agent
         history = list(self.messages)
-        if not history and agent.instructions:
-            history.append(Message(role="system", content=agent.instructions))
+        if not history and agent.instruction_text and not agent.instruction_functions:
+            history.append(Message(role="system", content=agent.instruction_text))
         kw.setdefault("thread_id", self.thread_id)
         handle = await start_agent_run(
             self.runtime, agent, text, parent=self.parent, history=history, hold_thread=True, **kw

@@ -1,0 +1,447 @@
+"""pydantic-ai's instructions given as functions (``Agent(instructions=fn)``, a list of text
+and functions, ``@agent.instructions``, ``override(instructions=fn)``, a run's
+``instructions=fn``), ported (a fifteenth batch; see test_pydantic_ai_ports.py to _14).
+
+Each test names the pydantic-ai test it ports (pydantic/pydantic-ai, ``tests/test_agent.py``
+unless said otherwise); some run pydantic-ai itself beside ours, to show the same text is
+sent. Where we behave differently on purpose, the test says why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent as PAgent
+from pydantic_ai import RunContext as PRunContext
+from pydantic_ai.messages import ModelMessage, TextPart
+from pydantic_ai.messages import ModelRequest as PModelRequest
+from pydantic_ai.messages import ModelResponse as PModelResponse
+from pydantic_ai.models.function import AgentInfo
+from pydantic_ai.models.function import FunctionModel as PFunctionModel
+
+from tinyagents import Agent, RunContext, RunStatus, Runtime
+from tinyagents.errors import ConfigurationError
+from tinyagents.harness import Message, ModelRequest
+from tinyagents.testkit import FunctionModel, ScriptedModel, tool_call
+
+
+def their_instructions(agent: PAgent[Any, str], prompt: str, **kw: Any) -> list[str | None]:
+    """What pydantic-ai sends as instructions on each request of a run of ``agent`` (its
+    ``FunctionModel`` answering "ok")."""
+    seen: list[str | None] = []
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> PModelResponse:
+        last = messages[-1]
+        assert isinstance(last, PModelRequest)
+        seen.append(last.instructions)
+        return PModelResponse(parts=[TextPart("ok")])
+
+    agent.run_sync(prompt, model=PFunctionModel(answer), **kw)
+    return seen
+
+
+def system_texts(model: ScriptedModel | FunctionModel) -> list[str | None]:
+    """The leading system message's text of each request (None: no system message)."""
+    firsts = [r.messages[0] for r in model.requests]
+    return [m.content if m.role == "system" else None for m in firsts]
+
+
+def test_instructions_decorator_without_and_with_parenthesis() -> None:
+    """test_instructions_decorator_without_parenthesis, _with_parenthesis, side by side."""
+    theirs: PAgent[None, str] = PAgent(None)
+    ours = Agent("a", ScriptedModel(["ok"]))
+
+    @theirs.instructions
+    def bare() -> str:
+        return "You are a helpful assistant."
+
+    @theirs.instructions()
+    async def called() -> str:
+        return "Be brief."
+
+    @ours.instructions
+    def bare_ours() -> str:
+        return "You are a helpful assistant."
+
+    @ours.instructions()
+    async def called_ours() -> str:
+        return "Be brief."
+
+    ours.run_sync("Hello")
+    assert their_instructions(theirs, "Hello") == system_texts(ours.model)  # type: ignore[arg-type]
+    assert system_texts(ours.model) == ["You are a helpful assistant.\n\nBe brief."]  # type: ignore[arg-type]
+    # the decorator hands the function back, and agent.instructions is still the text
+    assert bare_ours() == "You are a helpful assistant."
+    assert ours.instructions == "" and isinstance(ours.instructions, str)
+
+
+def test_instructions_parameter_with_sequence() -> None:
+    """test_instructions_parameter_with_sequence: text and functions in one list; a function
+    giving "" adds nothing; the text first, then each function's after a blank line."""
+
+    def potato() -> str:
+        return "You are a potato."
+
+    def empty() -> str:
+        return ""
+
+    given = ("You are a helpful assistant.", empty, potato)
+    theirs: PAgent[None, str] = PAgent(None, instructions=given)
+    model = ScriptedModel(["ok"])
+    Agent("a", model, instructions=given).run_sync("Hello")
+    assert system_texts(model) == their_instructions(theirs, "Hello")
+    assert system_texts(model) == ["You are a helpful assistant.\n\nYou are a potato."]
+
+
+def test_instruction_functions_read_deps_and_run_context() -> None:
+    """The README's ``@agent.instructions`` with ``RunContext``: sync or async, ``ctx.deps``
+    is the run's ``deps=``, evaluated for each run (not once when the agent is made)."""
+    theirs: PAgent[str, str] = PAgent(None, deps_type=str)
+    model = ScriptedModel(["ok", "ok"])
+    ours = Agent("a", model, instructions="Base.")
+
+    @theirs.instructions
+    async def their_user(ctx: PRunContext[str]) -> str:
+        return f"The user's name is {ctx.deps}."
+
+    @ours.instructions
+    async def user(ctx: RunContext) -> str:
+        return f"The user's name is {ctx.deps}."
+
+    @ours.instructions
+    def agent_name(ctx: RunContext) -> str:
+        return f"You are {ctx.agent.name}."
+
+    ours.run_sync("hi", deps="Ann")
+    ours.run_sync("hi", deps="Bob")
+    assert their_instructions(theirs, "hi", deps="Ann") == ["The user's name is Ann."]
+    assert system_texts(model) == [
+        "Base.\n\nThe user's name is Ann.\n\nYou are a.",
+        "Base.\n\nThe user's name is Bob.\n\nYou are a.",
+    ]
+
+
+def test_instruction_functions_are_called_before_each_request() -> None:
+    """pydantic-ai calls instruction functions before each model request of a run
+    (``_get_instructions`` in ``ModelRequestNode``), so one reading the run's state writes
+    new text at each step; ours do too, side by side. The transcript keeps what the last
+    request was sent."""
+    their_steps: list[str | None] = []
+
+    def their_model(messages: list[ModelMessage], info: AgentInfo) -> PModelResponse:
+        last = messages[-1]
+        assert isinstance(last, PModelRequest)
+        their_steps.append(last.instructions)
+        if len(messages) == 1:
+            from pydantic_ai.messages import ToolCallPart
+
+            return PModelResponse(parts=[ToolCallPart("ping", {})])
+        return PModelResponse(parts=[TextPart("done")])
+
+    calls = {"n": 0}
+
+    def step() -> str:
+        calls["n"] += 1
+        return f"Step {calls['n']}."
+
+    theirs: PAgent[None, str] = PAgent(PFunctionModel(their_model), instructions=step)
+
+    @theirs.tool_plain
+    def ping() -> str:
+        return "pong"
+
+    theirs.run_sync("go")
+    assert their_steps == ["Step 1.", "Step 2."]
+
+    calls["n"] = 0
+    model = ScriptedModel([tool_call("ping"), "done"])
+
+    def ping_ours() -> str:
+        """Ping."""
+        return "pong"
+
+    result = Agent("a", model, instructions=step, tools=[ping_ours]).run_sync("go")
+    assert system_texts(model) == their_steps == ["Step 1.", "Step 2."]
+    assert result.messages[0].content == "Step 2."
+    assert result.messages[0].metadata["system_prompt_parts"] == [["<instructions>", "Step 2."]]
+
+
+def test_instructions_during_run_with_a_function() -> None:
+    """test_instructions_during_run, with functions: a run's ``instructions=`` text follows
+    the agent's on a line of its own (the join of pydantic-ai's tests; its 2.78 release
+    joins text with a blank line, as its functions), its functions follow the agent's; for
+    that run only."""
+
+    def extra() -> str:
+        return "Greet in French."
+
+    theirs: PAgent[None, str] = PAgent(None, instructions="You are a helpful assistant.")
+    model = ScriptedModel(["ok", "ok", "ok"])
+    agent = Agent("a", model, instructions="You are a helpful assistant.")
+    agent.run_sync("Hello", instructions=["Your task is to greet people.", extra])
+    agent.run_sync("Hello again!")
+    agent.run_sync("Hello", instructions=extra)
+    assert system_texts(model) == [
+        "You are a helpful assistant.\nYour task is to greet people.\n\nGreet in French.",
+        *their_instructions(theirs, "Hello again!"),
+        *their_instructions(theirs, "Hello", instructions=extra),
+    ]
+    assert system_texts(model)[1:] == [
+        "You are a helpful assistant.",
+        "You are a helpful assistant.\n\nGreet in French.",
+    ]
+
+
+def test_override_instructions_sequence_mixed_types() -> None:
+    """test_override_instructions_sequence_mixed_types, _callable_replaces_functions,
+    _none_clears_instructions: an override's instructions replace the agent's text and its
+    functions (None: none at all); they are back after the block."""
+
+    def base() -> str:
+        return "BASE_FN"
+
+    def f1() -> str:
+        return "FUNC_PART"
+
+    async def f2() -> str:
+        await asyncio.sleep(0)
+        return "FUNC_PART_2"
+
+    model = ScriptedModel(["ok"] * 4)
+    agent = Agent("a", model, instructions=["BASE", base])
+    with agent.override(instructions=["OVERRIDE1", f1, "OVERRIDE2", f2]):
+        agent.run_sync("Hello")
+    with agent.override(instructions=f1):
+        agent.run_sync("Hello")
+    with agent.override(instructions=None):
+        agent.run_sync("Hello")
+    agent.run_sync("Hello")
+    assert system_texts(model) == [
+        # the snapshot of pydantic-ai's test (its 2.78 release joins the text by a blank line)
+        "OVERRIDE1\nOVERRIDE2\n\nFUNC_PART\n\nFUNC_PART_2",
+        "FUNC_PART",
+        None,
+        "BASE\n\nBASE_FN",
+    ]
+
+
+def test_override_instructions_async_callable_side_by_side() -> None:
+    """test_override_instructions_async_callable."""
+
+    async def override_fn() -> str:
+        await asyncio.sleep(0)
+        return "ASYNC_FN"
+
+    theirs: PAgent[None, str] = PAgent(None, instructions="ORIG")
+    model = ScriptedModel(["ok"])
+    agent = Agent("a", model, instructions="ORIG")
+    with theirs.override(instructions=override_fn):
+        expected = their_instructions(theirs, "Hi")
+    with agent.override(instructions=override_fn):
+        agent.run_sync("Hi")
+    assert system_texts(model) == expected == ["ASYNC_FN"]
+
+
+def test_instructions_come_before_system_prompts() -> None:
+    """test_instructions_both_instructions_and_system_prompt_are_set: pydantic-ai sends its
+    instructions apart from its system prompt parts, and its OpenAI mapping puts them first;
+    ours share the one leading system message (chat templates refuse a second), the
+    instructions first, each part after a blank line."""
+    model = ScriptedModel(["ok"])
+    agent = Agent("a", model, instructions="An instruction.")
+
+    @agent.system_prompt
+    def prompt() -> str:
+        return "A system prompt!"
+
+    @agent.instructions
+    def more() -> str:
+        return "More."
+
+    result = agent.run_sync("Hello")
+    assert system_texts(model) == ["An instruction.\n\nMore.\n\nA system prompt!"]
+    assert result.messages[0].metadata["system_prompt_parts"] == [
+        ["<instructions>", "An instruction.\n\nMore."],
+        [None, "A system prompt!"],
+    ]
+
+
+def test_a_history_of_the_agent_gets_the_instructions_of_the_new_run() -> None:
+    """test_instructions_with_message_history (and issue #3207's point: the instructions
+    sent are the running agent's, not the history's): a transcript of a run with
+    instruction functions carries their part, which the next run writes again (its
+    functions called with its deps); the rest of the history is kept as it was."""
+    model = ScriptedModel(["ok", "ok"])
+    agent = Agent("a", model, instructions="Static.")
+
+    @agent.instructions
+    def who(ctx: RunContext) -> str:
+        return f"User {ctx.deps}."
+
+    first = agent.run_sync("one", deps="Ann")
+    agent.run_sync("two", deps="Bob", history=first.messages)
+    assert system_texts(model) == ["Static.\n\nUser Ann.", "Static.\n\nUser Bob."]
+    assert first.messages[0].content == "Static.\n\nUser Ann."  # the history given: unchanged
+
+
+def test_a_foreign_system_prompt_keeps_out_the_instruction_functions() -> None:
+    """Ours, kept on purpose: a conversation bringing a system prompt of its own, with no
+    instructions part (written by hand, or another framework's), is kept as it is, as our
+    instructions text has always been: the run's instructions, text and functions, are not
+    sent (one leading system message, docs/harness.md). pydantic-ai sends its instructions
+    beside any history's system prompt."""
+    called: list[str] = []
+
+    def fn() -> str:
+        called.append("x")
+        return "Mine."
+
+    model = ScriptedModel(["ok"])
+    history = [Message(role="system", content="Theirs.")]
+    Agent("a", model, instructions=fn).run_sync("hi", history=history)
+    assert system_texts(model) == ["Theirs."]
+    assert called == []
+    theirs: PAgent[None, str] = PAgent(None, instructions=fn)
+    from pydantic_ai.messages import SystemPromptPart
+
+    their = their_instructions(
+        theirs, "hi", message_history=[PModelRequest(parts=[SystemPromptPart("Theirs.")])]
+    )
+    assert their == ["Mine."]
+
+
+def test_instructions_that_give_no_text_send_no_system_message() -> None:
+    """pydantic-ai sends ``instructions=None`` when every part is empty; ours send no system
+    message (an empty one is refused by some providers), and one is sent again as soon as a
+    function gives text."""
+    texts = iter(["", "Now."])
+    model = ScriptedModel([tool_call("noop"), "done"])
+
+    def noop() -> str:
+        """No-op."""
+        return ""
+
+    agent = Agent("a", model, instructions=lambda: next(texts), tools=[noop])
+    assert agent.run_sync("go").status is RunStatus.COMPLETED
+    assert [r.messages[0].role for r in model.requests] == ["user", "system"]
+    assert system_texts(model)[1] == "Now."
+
+
+def test_instructions_with_nothing_else_to_send_are_refused() -> None:
+    """No text, no history and ``input=[]``: nothing to send, as pydantic-ai's UserError ("No
+    message history, user prompt, or instructions provided") says; the run fails before any
+    model request."""
+    model = ScriptedModel(["ok"])
+    result = Agent("a", model, instructions=lambda: None).run_sync([])  # type: ignore[arg-type]
+    assert result.status is RunStatus.FAILED
+    assert "nothing to send" in (result.error or "")
+    assert model.requests == []
+
+
+@pytest.mark.parametrize(
+    ("fn", "message"),
+    [
+        (lambda: 42, r"instructions '.*<lambda>' must return text \(or None\), got int"),
+        (lambda: 1 / 0, "ZeroDivisionError"),
+    ],
+)
+def test_an_instruction_function_that_fails_ends_the_run_before_the_request(
+    fn: Any, message: str
+) -> None:
+    """A function raising, or returning anything but text (pydantic-ai would send its str()),
+    ends the run ``failed``, and no model call is made or counted."""
+    model = ScriptedModel(["ok"])
+    result = Agent("a", model, instructions=fn).run_sync("hi")
+    assert result.status is RunStatus.FAILED
+    assert result.error is not None and re.search(message, result.error)
+    assert model.requests == []
+    assert result.usage["model_calls"] == 0
+
+
+@pytest.mark.parametrize("given", [5, b"x", [["nested"]], str, {"a": 1}])
+def test_instructions_of_the_wrong_kind_are_refused(given: Any) -> None:
+    """pydantic-ai's types allow text, functions and sequences of them: anything else is a
+    ConfigurationError when the agent is made, when an override starts, and for a run's
+    ``instructions=`` before it starts."""
+    with pytest.raises(ConfigurationError, match="instructions must be text, a function"):
+        Agent("a", ScriptedModel([]), instructions=given)
+    agent = Agent("a", ScriptedModel([]))
+    with (
+        pytest.raises(ConfigurationError, match="instructions must be text, a function"),
+        agent.override(instructions=given),
+    ):
+        pass
+    with pytest.raises(ConfigurationError, match="instructions must be text, a function"):
+        agent.run_sync("hi", instructions=given)
+    with pytest.raises(ConfigurationError, match=r"instructions .* must be a function \(\)"):
+        Agent("a", ScriptedModel([]), instructions=lambda a, b: "x")
+
+
+async def test_steering_instructions_stay_beside_instruction_functions(rt: Runtime) -> None:
+    """Ours: an ``add_instruction`` (or ``replace_instruction``) is a provenance message of
+    the conversation, sent with every later request; an instruction function rewrites only
+    the instructions' part of the leading system message, so it can neither drop nor change
+    what steering added, and steering does not stop the function being called again."""
+    gate, asked = asyncio.Event(), asyncio.Event()
+    seen: list[ModelRequest] = []
+
+    async def answer(request: ModelRequest) -> Any:
+        seen.append(request)
+        if len(seen) == 1:
+            asked.set()
+            await gate.wait()
+            return tool_call("noop")
+        return "done"
+
+    step = {"n": 0}
+
+    def count() -> str:
+        step["n"] += 1
+        return f"Request {step['n']}."
+
+    def noop() -> str:
+        """No-op."""
+        return ""
+
+    agent = Agent("a", FunctionModel(answer), instructions=count, tools=[noop])
+    handle = await rt.start(agent, "go")
+    await asked.wait()
+    receipt = await handle.steer("Only billing.")
+    assert receipt.status == "accepted"
+    gate.set()
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED
+    assert [r.messages[0].content for r in seen] == ["Request 1.", "Request 2."]
+    steering = [m for m in seen[1].messages if "Only billing." in (m.content or "")]
+    assert len(steering) == 1 and steering[0] is not seen[1].messages[0]
+
+
+def test_a_started_run_keeps_its_instruction_functions() -> None:
+    """Ours, as a run keeps the tools it started with: a function added with
+    ``@agent.instructions`` while a run runs is for the agent's later runs."""
+    agent: Agent
+
+    async def answer(request: ModelRequest) -> Any:
+        if len(request.messages) == 2:
+
+            @agent.instructions
+            def late() -> str:
+                return "Late."
+
+            return tool_call("noop")
+        return "done"
+
+    def noop() -> str:
+        """No-op."""
+        return ""
+
+    model = FunctionModel(answer)
+    agent = Agent("a", model, instructions="Early.", tools=[noop])
+    agent.run_sync("go")
+    assert system_texts(model) == ["Early.", "Early."]
+    recorder = ScriptedModel(["ok"])
+    agent.run_sync("again", model=recorder)
+    assert system_texts(recorder) == ["Early.\n\nLate."]
