@@ -22,9 +22,9 @@ from pydantic_ai.messages import ModelResponse as PModelResponse
 from pydantic_ai.models.function import AgentInfo
 from pydantic_ai.models.function import FunctionModel as PFunctionModel
 
-from tinyagents import Agent, RunContext, RunStatus, Runtime
+from tinyagents import Agent, FunctionToolset, RunContext, RunStatus, Runtime, tool
 from tinyagents.errors import ConfigurationError
-from tinyagents.harness import Message, ModelRequest
+from tinyagents.harness import Message, ModelRequest, ToolSpec
 from tinyagents.testkit import FunctionModel, ScriptedModel, tool_call
 
 
@@ -445,3 +445,255 @@ def test_a_started_run_keeps_its_instruction_functions() -> None:
     recorder = ScriptedModel(["ok"])
     agent.run_sync("again", model=recorder)
     assert system_texts(recorder) == ["Early.\n\nLate."]
+
+
+# ---------------------------------------------------------------- tool prepare functions
+# pydantic-ai's ``Tool(prepare=...)``, ``@agent.tool(prepare=...)`` (tests/test_tools.py)
+
+
+def offered(model: ScriptedModel | FunctionModel) -> list[list[str]]:
+    """The tool names each request offered."""
+    return [[t.name for t in r.tools] for r in model.requests]
+
+
+def their_offered(agent: PAgent[Any, str], **kw: Any) -> list[list[str]]:
+    """What pydantic-ai offers on each request of a run of ``agent`` (answering "ok")."""
+    seen: list[list[str]] = []
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> PModelResponse:
+        seen.append([t.name for t in info.function_tools])
+        return PModelResponse(parts=[TextPart("ok")])
+
+    agent.run_sync("go", model=PFunctionModel(answer), **kw)
+    return seen
+
+
+@pytest.mark.parametrize("is_async", [True, False])
+def test_dynamic_tool_decorator(is_async: bool) -> None:
+    """test_dynamic_tool_decorator, test_dynamic_plain_tool_decorator,
+    test_sync_dynamic_tool_plain, side by side: a prepare returning None hides its tool
+    from the request, here when the run's deps are 42."""
+    from pydantic_ai.tools import ToolDefinition
+
+    async def their_prep(ctx: PRunContext[int], tool_def: ToolDefinition) -> ToolDefinition | None:
+        return tool_def if ctx.deps != 42 else None
+
+    async def aprep(ctx: RunContext, spec: ToolSpec) -> ToolSpec | None:
+        return spec if ctx.deps != 42 else None
+
+    def sprep(ctx: RunContext, spec: ToolSpec) -> ToolSpec | None:
+        return spec if ctx.deps != 42 else None
+
+    theirs: PAgent[int, str] = PAgent(None, deps_type=int)
+
+    @theirs.tool(prepare=their_prep)
+    def foobar(ctx: PRunContext[int], x: int, y: str) -> str:  # pragma: no cover
+        return f"{ctx.deps} {x} {y}"
+
+    model = ScriptedModel(["ok", "ok"])
+    ours = Agent("a", model)
+
+    @ours.tool(prepare=aprep if is_async else sprep)
+    def foobar_(ctx: RunContext, x: int, y: str) -> str:  # pragma: no cover
+        return f"{ctx.deps} {x} {y}"
+
+    ours.run_sync("go", deps=1)
+    ours.run_sync("go", deps=42)
+    assert offered(model) == [["foobar_"], []]
+    assert their_offered(theirs, deps=1) + their_offered(theirs, deps=42) == [["foobar"], []]
+
+
+def test_dynamic_tool_use_messages() -> None:
+    """test_dynamic_tool_use_messages: prepare is called before each request, with the run's
+    context: it hides the tool once the conversation is long enough, and the model, no
+    longer offered it, answers."""
+
+    async def answer(request: ModelRequest) -> Any:
+        if request.tools:
+            return tool_call(request.tools[0].name, {"x": 42, "y": "a"})
+        return "done"
+
+    def short(ctx: RunContext, spec: ToolSpec) -> ToolSpec | None:
+        return spec if len(ctx.run.messages) < 5 else None
+
+    model = FunctionModel(answer)
+    agent = Agent("a", model)
+
+    @agent.tool(prepare=short)
+    def foobar(ctx: RunContext, x: int, y: str) -> str:
+        return f"{ctx.deps} {x} {y}"
+
+    result = agent.run_sync("go", deps=1)
+    assert result.output == "done"
+    assert [m.role for m in result.messages] == [
+        "user", "assistant", "tool", "assistant", "tool", "assistant",
+    ]  # fmt: skip
+    assert offered(model) == [["foobar"], ["foobar"], []]
+
+
+def test_prepare_rewrites_the_description_and_schema_for_a_request() -> None:
+    """pydantic-ai's docs example (tools.md, "Dynamic tools"): a prepare returning the tool
+    described otherwise; here the description names the deps, and the schema hides a
+    parameter's description. The tool itself is unchanged: the next run without the change
+    gets the tool's own spec, and the call is still checked against the function."""
+
+    def describe(ctx: RunContext, spec: ToolSpec) -> ToolSpec:
+        spec.description = f"Greet {ctx.deps}."
+        spec.parameters["properties"]["name"].pop("description", None)
+        return spec
+
+    model = ScriptedModel(
+        [tool_call("greet", {"name": 5}), tool_call("greet", {"name": "x"}), "ok"]
+    )
+
+    @tool(prepare=describe)
+    def greet(name: str) -> str:
+        """Greet someone.
+
+        Args:
+            name: who to greet.
+        """
+        return f"hi {name}"
+
+    Agent("a", model, tools=[greet]).run_sync("go", deps="Ann")
+    sent = model.requests[0].tools[0]
+    assert sent.description == "Greet Ann."
+    assert "description" not in sent.parameters["properties"]["name"]
+    assert greet.spec().description == "Greet someone."
+    assert greet.spec().parameters["properties"]["name"]["description"] == "who to greet."
+    results = [m for m in model.requests[2].messages if m.role == "tool"]
+    assert (results[0].content or "").startswith("invalid arguments for tool 'greet': name:")
+    assert results[1].content == "hi x"
+
+
+async def test_a_prepare_never_widens_what_steering_narrowed(rt: Runtime) -> None:
+    """Ours: ``constrain_tools`` narrows the run's tools at a safe boundary (audited, narrow
+    only); a prepare is only asked about the tools the run still has. A tool taken away is
+    not offered whatever its prepare says (it is not even called), and no prepare can bring
+    a tool back under another name (a prepare that renames is refused: pydantic-ai lets a
+    prepare rename its tool)."""
+    asked: list[str] = []
+
+    def always(ctx: RunContext, spec: ToolSpec) -> ToolSpec:
+        asked.append(spec.name)
+        return spec
+
+    gate, first = asyncio.Event(), asyncio.Event()
+
+    async def answer(request: ModelRequest) -> Any:
+        if len(request.messages) == 1:
+            first.set()
+            await gate.wait()
+            return tool_call("a")
+        return "done"
+
+    @tool(prepare=always)
+    def a() -> str:
+        """A."""
+        return "a"
+
+    @tool(prepare=always)
+    def b() -> str:
+        """B."""
+        return "b"
+
+    model = FunctionModel(answer)
+    handle = await rt.start(Agent("n", model, tools=[a, b]), "go")
+    await first.wait()
+    assert (await handle.constrain_tools(["a"])).status == "accepted"
+    gate.set()
+    assert (await handle.result()).status is RunStatus.COMPLETED
+    assert offered(model) == [["a", "b"], ["a"]]
+    assert asked == ["a", "b", "a"]
+
+
+def test_a_prepare_that_renames_its_tool_is_refused() -> None:
+    """pydantic-ai's test_repeat_tool_by_rename: its prepare may rename a tool (refused when
+    the name is taken). Ours refuses any renaming, so a prepare can only hide or reword the
+    tool steering left the run; the run fails before its request."""
+
+    def rename(ctx: RunContext, spec: ToolSpec) -> ToolSpec:
+        spec.name = "bar"
+        return spec
+
+    model = ScriptedModel(["ok"])
+
+    @tool(prepare=rename)
+    def foo() -> str:  # pragma: no cover
+        """Foo."""
+        return ""
+
+    result = Agent("a", model, tools=[foo]).run_sync("go")
+    assert result.status is RunStatus.FAILED
+    assert "prepare renamed it to 'bar'" in (result.error or "")
+    assert model.requests == []
+
+
+def test_a_call_to_a_tool_hidden_for_the_request_is_not_run() -> None:
+    """A model calling a tool its request did not offer (a prepare hid it) gets the unknown
+    tool's error result, as pydantic-ai's model gets "Unknown tool name"; the tool does not
+    run."""
+    ran: list[str] = []
+    model = ScriptedModel([tool_call("secret"), "ok"])
+
+    @tool(prepare=lambda ctx, spec: None)
+    def secret() -> str:
+        """Secret."""
+        ran.append("x")
+        return "s"
+
+    result = Agent("a", model, tools=[secret]).run_sync("go")
+    assert result.status is RunStatus.COMPLETED
+    assert ran == [] and offered(model) == [[], []]
+    answer = next(m for m in result.messages if m.role == "tool")
+    assert answer.content == "unknown tool 'secret'; available: none. Call one of those."
+
+
+@pytest.mark.parametrize(
+    ("returned", "message"),
+    [
+        ("text", "prepare must return a ToolSpec or None, got str"),
+        (
+            ToolSpec(name="t", description="x", parameters={"type": "array"}),
+            "must describe an object",
+        ),
+    ],
+)
+def test_a_prepare_returning_something_else_ends_the_run(returned: Any, message: str) -> None:
+    model = ScriptedModel(["ok"])
+
+    @tool(prepare=lambda ctx, spec: returned)
+    def t() -> str:  # pragma: no cover
+        """T."""
+        return ""
+
+    result = Agent("a", model, tools=[t]).run_sync("go")
+    assert result.status is RunStatus.FAILED
+    assert message in (result.error or "")
+    assert model.requests == []
+
+
+@pytest.mark.parametrize("prepare", [lambda spec: spec, "not a function", lambda a, b, c: a])
+def test_a_prepare_of_the_wrong_shape_is_refused_with_the_tool(prepare: Any) -> None:
+    with pytest.raises(ConfigurationError, match=r"prepare must be a function \(ctx, spec\)"):
+        tool(name="t", prepare=prepare)(lambda: "")
+
+
+def test_prepare_goes_with_a_prefixed_toolset() -> None:
+    """A toolset's tool keeps its prepare under the toolset's prefix, and is given its spec
+    under the name it is offered by."""
+    names: list[str] = []
+    toolset = FunctionToolset()
+
+    def seen(ctx: RunContext, spec: ToolSpec) -> ToolSpec:
+        names.append(spec.name)
+        return spec
+
+    @toolset.tool_plain(prepare=seen)
+    def look() -> str:  # pragma: no cover
+        """Look."""
+        return ""
+
+    model = ScriptedModel(["ok"])
+    Agent("a", model, toolsets=[toolset.prefixed("p")]).run_sync("go")
+    assert names == ["p_look"] and offered(model) == [["p_look"]]

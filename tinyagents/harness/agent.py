@@ -224,6 +224,7 @@ class Agent:
         timeout_s: float | None = None,
         retries: int | None = None,
         sequential: bool = False,
+        prepare: Callable[..., Any] | None = None,
     ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
     def tool(self, fn: Callable[..., Any] | None = None, /, **kwargs: Any) -> Any:
         """Add a function taking the run's context (``ctx: RunContext``) as a tool of this
@@ -245,6 +246,7 @@ class Agent:
         timeout_s: float | None = None,
         retries: int | None = None,
         sequential: bool = False,
+        prepare: Callable[..., Any] | None = None,
     ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
     def tool_plain(self, fn: Callable[..., Any] | None = None, /, **kwargs: Any) -> Any:
         """``tool`` for a function that does not take the run's context (pydantic-ai's

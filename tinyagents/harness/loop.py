@@ -12,6 +12,7 @@ IMMEDIATE cancel interrupts, and only an in-flight model request.
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import json
 import logging
@@ -99,6 +100,7 @@ from tinyagents.harness.tools import (
     InvalidArguments,
     Tool,
     ToolResult,
+    check_prepared,
     execute_tool_call,
     retry_errors,
     validation_problems,
@@ -302,6 +304,13 @@ class AgentRun(RunDriver):
         #: The agent's instruction functions as the run started (one the agent is given
         #: later is for its later runs), called before each model request.
         self._instruction_fns = tuple(agent.instruction_functions)
+        #: The ``prepare`` functions of the agent's tools, by tool name (pydantic-ai's),
+        #: called before each model request offering their tool.
+        self._prepares = {
+            n: RunFunction(p, values=1, what=f"tool {n!r} prepare", agent=agent.name)
+            for n, t in agent.tools.items()
+            if (p := getattr(t, "prepare", None)) is not None
+        }
         #: The ids of the tool calls in the conversation (as long-lived as ``messages``).
         self._call_ids = {c.id for m in messages for c in m.tool_calls}
         #: The ids the tool calls of the response being streamed were published with, by index.
@@ -1019,7 +1028,10 @@ class AgentRun(RunDriver):
         sent = self.messages[1:] if unsent else self.messages
         request = ModelRequest(
             messages=_with_output_prompt(sent, agent.output_prompt),
-            tools=[t.spec() for t in self.allowed_tools().values()] + self._output_specs,
+            tools=[
+                *(await self._tool_specs() if self._prepares else self._specs()),
+                *self._output_specs,
+            ],
             model=self.model_name(),
             run_id=self.info.run_id,
             settings=_settings(agent.model_settings, tokens_left),
@@ -1233,6 +1245,12 @@ class AgentRun(RunDriver):
         reserve_tool_call(self.info, self.runtime.runs.tree, calls_left=calls_left)
         allowed = self.allowed_tools()
         tool = allowed.get(call.name)
+        available = sorted(allowed)
+        if self._prepares:  # a tool its prepare hid from the request was not offered
+            shown = {t.name for t in self._offered}
+            available = [n for n in available if n not in self._prepares or n in shown]
+            if call.name not in available:
+                tool = None
         # offered to the model, then taken away by steering before the call ran: the model
         # did nothing wrong, and is told what happened (never a failed run)
         withdrawn = tool is None and any(t.name == call.name for t in self._offered)
@@ -1241,7 +1259,7 @@ class AgentRun(RunDriver):
             release_tool_call(self.info, self.runtime.runs.tree)
             raise ToolError(
                 f"the model called {call.name!r}, which run {self.info.run_id} does not have "
-                f"(available: {sorted(allowed)}); Agent(unknown_tools='fail') ends the run"
+                f"(available: {available}); Agent(unknown_tools='fail') ends the run"
             )
         self.emit(
             ToolEvent,
@@ -1272,7 +1290,7 @@ class AgentRun(RunDriver):
                     call_id=c.id,
                     name=c.name,
                     content=f"tool {c.name!r} was withdrawn from this run (its tools were "
-                    f"narrowed) after you called it; available: {', '.join(sorted(allowed)) or 'none'}. "
+                    f"narrowed) after you called it; available: {', '.join(available) or 'none'}. "
                     "Call one of those.",
                     error=True,
                     refused=True,
@@ -1281,7 +1299,7 @@ class AgentRun(RunDriver):
                 return ToolResult(
                     call_id=c.id,
                     name=c.name,
-                    content=self._no_output_tool(c.name, sorted(allowed)),
+                    content=self._no_output_tool(c.name, available),
                     error=True,
                     refused=True,
                 )
@@ -1291,7 +1309,7 @@ class AgentRun(RunDriver):
                     tool if c.name == call.name else allowed.get(c.name),
                     c,
                     timeout_s=limit,
-                    available=sorted(allowed),
+                    available=available,
                     ctx=ctx,
                     on_timeout=self._tool_timed_out,
                 )
@@ -1384,6 +1402,42 @@ class AgentRun(RunDriver):
             content_summary=summarize(result.content),
             error=result.error,
         )
+
+    def _specs(self) -> list[ToolSpec]:
+        return [t.spec() for t in self.allowed_tools().values()]
+
+    async def _tool_specs(self) -> list[ToolSpec]:
+        """The tools the next request offers: those the run may call (steering's narrowing
+        first), each through its ``prepare`` if it has one (pydantic-ai's): it is given a
+        copy of the tool's spec and the run's context for that tool, and may hide the tool
+        from this request (None) or offer it described otherwise, under its own name. So a
+        prepare only ever narrows or rewords what steering left; it never adds a tool."""
+        specs: list[ToolSpec] = []
+        for name, tool in self.allowed_tools().items():
+            spec = tool.spec()
+            hook = self._prepares.get(name)
+            if hook is None:
+                specs.append(spec)
+                continue
+            given = ToolSpec(
+                name=spec.name,
+                description=spec.description,
+                parameters=copy.deepcopy(spec.parameters),
+                strict=spec.strict,
+            )
+            ctx = RunContext(
+                runtime=self.runtime,
+                handle=self.handle,
+                agent=self.agent,
+                run=self,
+                tool_name=name,
+                retry=self._failed_in_a_row.get(name, 0),
+                max_retries=self._retries(tool),
+            )
+            prepared = check_prepared(name, await hook(ctx, given))
+            if prepared is not None:
+                specs.append(prepared)
+        return specs
 
     def allowed_tools(self) -> Mapping[str, Tool]:
         grant = self.info.tools

@@ -43,7 +43,7 @@ from pydantic_core import PydanticUndefined, SchemaError, to_json, to_jsonable_p
 from tinyagents._bounds import seconds
 from tinyagents._record import FrozenRecord, Record, record
 from tinyagents._threads import in_own_thread
-from tinyagents.errors import ConfigurationError, ToolError, message_of
+from tinyagents.errors import ConfigurationError, ToolError, kind_of, message_of
 from tinyagents.harness.docstrings import read_docstring
 from tinyagents.harness.model import Message, ToolCall, ToolSpec
 from tinyagents.protocol.text import encodes_as_utf8
@@ -102,6 +102,9 @@ class Tool(ABC):
     ``sequential`` is pydantic-ai's: the tool's call runs alone, after the calls before it
     and before those after it. Every call is run so here (a response's calls run one at a
     time, in the model's order), so it is carried out by every tool, marked or not.
+    ``prepare`` is pydantic-ai's: ``(ctx, spec) -> ToolSpec | None``, sync or async, called
+    before each model request that would offer the tool; None hides it from that request,
+    a ``ToolSpec`` of the same name (another description or schema) is offered instead.
     """
 
     def __init__(
@@ -113,6 +116,7 @@ class Tool(ABC):
         timeout_s: float | None = None,
         retries: int | None = None,
         sequential: bool = False,
+        prepare: Callable[..., Any] | None = None,
     ) -> None:
         _check_name(name)
         if timeout_s is not None:  # nan: a call that never timed out
@@ -132,6 +136,7 @@ class Tool(ABC):
             raise ConfigurationError(
                 f"tool {name!r}: sequential must be True or False, got {sequential!r}"
             )
+        _check_prepare(name, prepare)
         self.name = name
         self.description = description
         self.parameters = parameters or {"type": "object", "properties": {}}
@@ -143,6 +148,9 @@ class Tool(ABC):
         #: pydantic-ai's ``sequential``: the tool runs alone, no other call in flight. Every
         #: tool here does (a response's calls run one after another), marked or not.
         self.sequential = sequential
+        #: pydantic-ai's ``prepare``: ``(ctx, spec) -> ToolSpec | None``, called before each
+        #: model request offering the tool (None: not offered on that request).
+        self.prepare = prepare
 
     def spec(self) -> ToolSpec:
         """The tool as offered to the model."""
@@ -162,6 +170,53 @@ def _check_name(name: object) -> None:
             f"tool name {name!r} is not accepted by model providers: use 1-64 letters, "
             "digits, '_' or '-' (pass name=... to @tool)"
         )
+
+
+def _check_prepare(name: str, prepare: object) -> None:
+    """Refuse a ``prepare`` that is not a function ``(ctx, spec)``."""
+    if prepare is None:
+        return
+    try:
+        params = [
+            p
+            for p in inspect.signature(prepare).parameters.values()  # type: ignore[arg-type]
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+    except (TypeError, ValueError):
+        params = None
+    if params is None or len(params) != 2:
+        raise ConfigurationError(
+            f"tool {name!r}: prepare must be a function (ctx, spec) returning the ToolSpec to "
+            f"offer (or None to hide the tool from that request), got {kind_of(prepare)}"
+            + ("" if params is None else f" with {len(params)} positional parameters")
+        )
+
+
+def check_prepared(name: str, prepared: object) -> ToolSpec | None:
+    """What a tool's ``prepare`` returned, checked: None, or a ``ToolSpec`` of the tool's
+    own name (a prepare may hide or describe its tool, never offer another: steering's
+    narrowing decides which tools a run has) whose description and schema providers
+    take; anything else is a ``ConfigurationError``."""
+    if prepared is None:
+        return None
+    if not isinstance(prepared, ToolSpec):
+        raise ConfigurationError(
+            f"tool {name!r}: prepare must return a ToolSpec or None, got {kind_of(prepared)}"
+        )
+    if prepared.name != name:
+        raise ConfigurationError(
+            f"tool {name!r}: prepare renamed it to {prepared.name!r}; a prepare may hide its "
+            "tool or change its description and parameters, not its name (rename it with "
+            "@tool(name=...) or a toolset's renamed())"
+        )
+    if not isinstance(prepared.description, str) or not encodes_as_utf8(prepared.description):
+        raise ConfigurationError(
+            f"tool {name!r}: prepare gave a description that is not UTF-8 text"
+        )
+    _check_parameters(name, prepared.parameters)
+    if not isinstance(prepared.parameters, dict):  # None: _check_parameters let it through
+        raise ConfigurationError(f"tool {name!r}: prepare gave no parameters schema")
+    return prepared
 
 
 def check_retries(owner: str, retries: object) -> None:
@@ -212,6 +267,7 @@ class FunctionTool(Tool):
         timeout_s: float | None = None,
         retries: int | None = None,
         sequential: bool = False,
+        prepare: Callable[..., Any] | None = None,
     ) -> None:
         # name="" is refused, not replaced by the function's name; and checked before the
         # signature is read (a NUL in it was pydantic's ValueError naming the arguments model)
@@ -242,6 +298,7 @@ class FunctionTool(Tool):
             timeout_s=timeout_s,
             retries=retries,
             sequential=sequential,
+            prepare=prepare,
         )
 
     async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
@@ -435,6 +492,7 @@ def tool(
     timeout_s: float | None = None,
     retries: int | None = None,
     sequential: bool = False,
+    prepare: Callable[..., Any] | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -445,10 +503,12 @@ def tool(
     timeout_s: float | None = None,
     retries: int | None = None,
     sequential: bool = False,
+    prepare: Callable[..., Any] | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a ``Tool`` from a function: ``@tool`` or ``@tool(name=..., timeout_s=...,
-    retries=..., sequential=...)`` (``sequential`` as pydantic-ai's: the tool runs alone, as
-    every tool's call does here, marked or not).
+    retries=..., sequential=..., prepare=...)`` (``sequential`` as pydantic-ai's: the tool
+    runs alone, as every tool's call does here, marked or not; ``prepare`` as pydantic-ai's,
+    see ``Tool``).
 
     A parameter named ``ctx`` (or of any name, annotated ``RunContext`` or ``RunContext | None``)
     is not offered to the model; it receives the run context.
@@ -462,6 +522,7 @@ def tool(
             timeout_s=timeout_s,
             retries=retries,
             sequential=sequential,
+            prepare=prepare,
         )
 
     return build(fn) if fn is not None else build

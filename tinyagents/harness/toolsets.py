@@ -100,6 +100,7 @@ class FunctionToolset(Toolset):
         description: str | None = None,
         timeout_s: float | None = None,
         retries: int | None = None,
+        prepare: Callable[..., Any] | None = None,
     ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
     def tool(
         self,
@@ -110,12 +111,19 @@ class FunctionToolset(Toolset):
         description: str | None = None,
         timeout_s: float | None = None,
         retries: int | None = None,
+        prepare: Callable[..., Any] | None = None,
     ) -> Any:
         """Add a function taking the run's context as a tool, as pydantic-ai's
         ``@toolset.tool``: ``@toolset.tool`` or ``@toolset.tool(name=..., ...)`` (``@tool``'s
         arguments). Returns the ``FunctionTool``; a function without a ``RunContext``
         parameter is refused: add it with ``tool_plain``."""
-        kw = {"name": name, "description": description, "timeout_s": timeout_s, "retries": retries}
+        kw = {
+            "name": name,
+            "description": description,
+            "timeout_s": timeout_s,
+            "retries": retries,
+            "prepare": prepare,
+        }
         return tool_decorator(fn, self.add_tool, takes_ctx=True, **kw)
 
     @overload
@@ -129,6 +137,7 @@ class FunctionToolset(Toolset):
         description: str | None = None,
         timeout_s: float | None = None,
         retries: int | None = None,
+        prepare: Callable[..., Any] | None = None,
     ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
     def tool_plain(
         self,
@@ -139,10 +148,17 @@ class FunctionToolset(Toolset):
         description: str | None = None,
         timeout_s: float | None = None,
         retries: int | None = None,
+        prepare: Callable[..., Any] | None = None,
     ) -> Any:
         """``tool`` for a function that does not take the run's context (pydantic-ai's
         ``@toolset.tool_plain``); one that does is refused."""
-        kw = {"name": name, "description": description, "timeout_s": timeout_s, "retries": retries}
+        kw = {
+            "name": name,
+            "description": description,
+            "timeout_s": timeout_s,
+            "retries": retries,
+            "prepare": prepare,
+        }
         return tool_decorator(fn, self.add_tool, takes_ctx=False, **kw)
 
     def add_function(self, fn: Callable[..., Any], **kwargs: Any) -> FunctionTool:
