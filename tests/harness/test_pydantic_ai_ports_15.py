@@ -697,3 +697,35 @@ def test_prepare_goes_with_a_prefixed_toolset() -> None:
     model = ScriptedModel(["ok"])
     Agent("a", model, toolsets=[toolset.prefixed("p")]).run_sync("go")
     assert names == ["p_look"] and offered(model) == [["p_look"]]
+
+
+def test_tool_retries_reach_prepare() -> None:
+    """tests/test_tools.py::test_tool_retries: the prepare of a tool whose calls keep
+    failing sees, before each request, how many failed in a row (``ctx.retry``), the cap
+    (``ctx.max_retries``, the tool's ``retries=5`` over the agent's) and whether the next
+    call is the last attempt, as the calls themselves see them; one more failure than the
+    cap ends the run."""
+    from tinyagents import ModelRetry
+
+    prepared: list[tuple[int, int | None, bool]] = []
+    called: list[tuple[int, int | None, bool]] = []
+
+    async def answer(request: ModelRequest) -> Any:
+        return tool_call("infinite_retry_tool")
+
+    def prepare(ctx: RunContext, spec: ToolSpec) -> ToolSpec:
+        prepared.append((ctx.retry, ctx.max_retries, ctx.last_attempt))
+        return spec
+
+    agent = Agent("a", FunctionModel(answer), retries={"tools": 3, "output": 3})
+
+    @agent.tool(retries=5, prepare=prepare)
+    def infinite_retry_tool(ctx: RunContext) -> int:
+        called.append((ctx.retry, ctx.max_retries, ctx.last_attempt))
+        raise ModelRetry("Please try again.")
+
+    result = agent.run_sync("Begin infinite retry loop!")
+    assert result.status is RunStatus.FAILED
+    assert "infinite_retry_tool" in (result.error or "")
+    expected = [(n, 5, n == 5) for n in range(6)]
+    assert prepared == called == expected
