@@ -729,3 +729,123 @@ def test_tool_retries_reach_prepare() -> None:
     assert "infinite_retry_tool" in (result.error or "")
     expected = [(n, 5, n == 5) for n in range(6)]
     assert prepared == called == expected
+
+
+# ------------------------------------------------- the agent's prepare_tools (PrepareTools)
+
+
+def test_sync_prepare_tools_agent_wide() -> None:
+    """tests/test_tools.py::test_sync_prepare_tools_agent_wide, side by side with
+    pydantic-ai's ``PrepareTools`` capability: ``Agent(prepare_tools=fn)`` is given the
+    specs a request would offer and returns those it offers (here none when deps are 42)."""
+    from pydantic_ai.capabilities import PrepareTools
+    from pydantic_ai.tools import ToolDefinition
+
+    def their_prep(ctx: PRunContext[int], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
+        return [] if ctx.deps == 42 else tool_defs
+
+    def prep(ctx: RunContext, specs: list[ToolSpec]) -> list[ToolSpec]:
+        return [] if ctx.deps == 42 else specs
+
+    theirs: PAgent[int, str] = PAgent(None, deps_type=int, capabilities=[PrepareTools(their_prep)])
+
+    @theirs.tool_plain
+    def foobar(x: int) -> str:  # pragma: no cover
+        return str(x)
+
+    model = ScriptedModel(["ok", "ok"])
+    ours = Agent("a", model, prepare_tools=prep)
+
+    @ours.tool_plain(name="foobar")
+    def foobar_(x: int) -> str:  # pragma: no cover
+        return str(x)
+
+    ours.run_sync("go", deps=42)
+    ours.run_sync("go", deps=1)
+    assert offered(model) == their_offered(theirs, deps=42) + their_offered(theirs, deps=1)
+    assert offered(model) == [[], ["foobar"]]
+
+
+async def test_prepare_tools_is_given_only_what_steering_left(rt: Runtime) -> None:
+    """pydantic-ai's docs example (hide ``delete_*`` tools) under steering: the agent's
+    prepare_tools runs after each tool's prepare, and is given only the tools the run still
+    has after ``constrain_tools``; returning a tool it was not given is refused, so it can
+    only narrow further."""
+    given: list[list[str]] = []
+
+    async def hide_dangerous(ctx: RunContext, specs: list[ToolSpec]) -> list[ToolSpec]:
+        given.append([s.name for s in specs])
+        return [s for s in specs if not s.name.startswith("delete_")]
+
+    def delete_file(path: str) -> str:  # pragma: no cover
+        """Delete a file."""
+        return f"deleted {path}"
+
+    def read_file(path: str) -> str:  # pragma: no cover
+        """Read a file."""
+        return f"contents of {path}"
+
+    def list_files() -> str:  # pragma: no cover
+        """List files."""
+        return ""
+
+    gate, first = asyncio.Event(), asyncio.Event()
+
+    async def answer(request: ModelRequest) -> Any:
+        if len(request.messages) == 1:
+            first.set()
+            await gate.wait()
+            return tool_call("delete_file", {"path": "x"})
+        return "done"
+
+    model = FunctionModel(answer)
+    agent = Agent(
+        "a", model, tools=[delete_file, read_file, list_files], prepare_tools=hide_dangerous
+    )
+    handle = await rt.start(agent, "go")
+    await first.wait()
+    assert (await handle.constrain_tools(["delete_file", "read_file"])).status == "accepted"
+    gate.set()
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED
+    assert given == [["delete_file", "read_file", "list_files"], ["delete_file", "read_file"]]
+    assert offered(model) == [["read_file", "list_files"], ["read_file"]]
+    # the model called the hidden tool: answered as an unknown tool's, not run; the tools
+    # it may call are those both the request offered and steering left
+    answer_msg = next(m for m in result.messages if m.role == "tool")
+    assert (
+        answer_msg.content == "unknown tool 'delete_file'; available: read_file. Call one of those."
+    )
+
+
+@pytest.mark.parametrize(
+    ("returned", "message"),
+    [
+        (None, "prepare_tools returned None; return \\[\\] to expose no tools"),
+        ("x", "prepare_tools must return a list of ToolSpecs, got str"),
+        ([ToolSpec(name="other", description="", parameters={})], "cannot add or rename"),
+        (["x"], "cannot add or rename tools, nor give one twice: it returned 'str'"),
+    ],
+)
+def test_prepare_tools_cannot_add_or_rename_tools(returned: Any, message: str) -> None:
+    """pydantic-ai's ``PreparedToolset`` refuses a prepare that adds or renames a tool
+    ("Prepare function cannot add or rename tools"), and one returning None; ours too, and
+    the run fails before its request."""
+    model = ScriptedModel(["ok"])
+
+    def t() -> str:  # pragma: no cover
+        """T."""
+        return ""
+
+    agent = Agent("a", model, tools=[t], prepare_tools=lambda ctx, specs: returned)
+    result = agent.run_sync("go")
+    assert result.status is RunStatus.FAILED
+    assert re.search(message, result.error or "")
+    assert model.requests == []
+
+
+def test_prepare_tools_of_the_wrong_shape_is_refused() -> None:
+    with pytest.raises(
+        ConfigurationError, match=r"prepare_tools must be a function \(ctx, specs\)"
+    ):
+        Agent("a", ScriptedModel([]), prepare_tools=lambda specs: specs)

@@ -41,7 +41,7 @@ from tinyagents.harness.middleware import Middleware
 from tinyagents.harness.model import Model
 from tinyagents.harness.output import OutputSpec, output_json_schema
 from tinyagents.harness.render import SteeringRenderer
-from tinyagents.harness.tools import FunctionTool, Tool
+from tinyagents.harness.tools import FunctionTool, Tool, check_prepare
 from tinyagents.harness.toolsets import Toolset, tool_decorator, toolsets_of
 from tinyagents.runs.host import RunHost, check_runtime, private_host
 from tinyagents.runs.limits import RunLimits
@@ -111,6 +111,8 @@ class Agent:
     ``renamed`` wrappers) add their tools after ``tools``; a name given twice is refused.
     ``model_settings`` (pydantic-ai's) are provider settings each model request carries.
     ``agent.override(...)`` changes the runs started within a ``with`` block.
+    ``prepare_tools`` (pydantic-ai's ``PrepareTools``): ``(ctx, specs)`` returning the tool
+    specs a model request offers, a subset of ``specs`` (each may be described otherwise).
     """
 
     def __init__(
@@ -132,6 +134,7 @@ class Agent:
         retries: int | Mapping[str, int] | None = None,
         toolsets: Sequence[Toolset] = (),
         model_settings: Mapping[str, Any] | None = None,
+        prepare_tools: Callable[..., Any] | None = None,
     ) -> None:
         check_agent_name(name)
         if unknown_tools not in ("error_result", "fail"):
@@ -175,6 +178,10 @@ class Agent:
         #: Provider settings each model request of its runs carries (``ModelRequest.settings``,
         #: pydantic-ai's ``model_settings``): a run's ``model_settings=`` are merged over them.
         self.model_settings = checked_model_settings(name, model_settings)
+        check_prepare(f"agent {name!r}: prepare_tools", prepare_tools, "specs")
+        #: pydantic-ai's ``prepare_tools``: ``(ctx, specs) -> specs``, called before each
+        #: model request with the tools it would offer (after each tool's ``prepare``).
+        self.prepare_tools = prepare_tools
         #: The tools given as ``tools=`` (``override(tools=...)`` replaces them for a run).
         self.function_tools = tool_dict(name, tools)
         #: The toolsets given as ``toolsets=`` (``override(toolsets=...)`` replaces them).

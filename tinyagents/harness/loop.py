@@ -101,6 +101,7 @@ from tinyagents.harness.tools import (
     Tool,
     ToolResult,
     check_prepared,
+    check_prepared_tools,
     execute_tool_call,
     retry_errors,
     validation_problems,
@@ -191,6 +192,8 @@ class AgentRecipe(AgentView, Protocol):
     def instruction_text(self) -> str: ...
     @property
     def instruction_functions(self) -> Sequence[RunFunction]: ...
+    @property
+    def prepare_tools(self) -> Callable[..., Any] | None: ...
     @property
     def output_native(self) -> bool: ...
     @property
@@ -311,6 +314,14 @@ class AgentRun(RunDriver):
             for n, t in agent.tools.items()
             if (p := getattr(t, "prepare", None)) is not None
         }
+        #: The agent's ``prepare_tools``, called before each model request with what it
+        #: would offer; and whether a request may offer less than the run's tools.
+        self._prepare_all = (
+            None
+            if agent.prepare_tools is None
+            else RunFunction(agent.prepare_tools, values=1, what="prepare_tools", agent=agent.name)
+        )
+        self._prepared = bool(self._prepares) or self._prepare_all is not None
         #: The ids of the tool calls in the conversation (as long-lived as ``messages``).
         self._call_ids = {c.id for m in messages for c in m.tool_calls}
         #: The ids the tool calls of the response being streamed were published with, by index.
@@ -1029,7 +1040,7 @@ class AgentRun(RunDriver):
         request = ModelRequest(
             messages=_with_output_prompt(sent, agent.output_prompt),
             tools=[
-                *(await self._tool_specs() if self._prepares else self._specs()),
+                *(await self._tool_specs() if self._prepared else self._specs()),
                 *self._output_specs,
             ],
             model=self.model_name(),
@@ -1246,9 +1257,13 @@ class AgentRun(RunDriver):
         allowed = self.allowed_tools()
         tool = allowed.get(call.name)
         available = sorted(allowed)
-        if self._prepares:  # a tool its prepare hid from the request was not offered
+        if self._prepared:  # a tool a prepare hid from the request was not offered
             shown = {t.name for t in self._offered}
-            available = [n for n in available if n not in self._prepares or n in shown]
+            available = [
+                n
+                for n in available
+                if n in shown or (n not in self._prepares and self._prepare_all is None)
+            ]
             if call.name not in available:
                 tool = None
         # offered to the model, then taken away by steering before the call ran: the model
@@ -1410,8 +1425,9 @@ class AgentRun(RunDriver):
         """The tools the next request offers: those the run may call (steering's narrowing
         first), each through its ``prepare`` if it has one (pydantic-ai's): it is given a
         copy of the tool's spec and the run's context for that tool, and may hide the tool
-        from this request (None) or offer it described otherwise, under its own name. So a
-        prepare only ever narrows or rewords what steering left; it never adds a tool."""
+        from this request (None) or offer it described otherwise, under its own name; then
+        the agent's ``prepare_tools`` is given what is left, and returns what to offer of it.
+        So a prepare only ever narrows or rewords what steering left; it never adds a tool."""
         specs: list[ToolSpec] = []
         for name, tool in self.allowed_tools().items():
             spec = tool.spec()
@@ -1437,6 +1453,18 @@ class AgentRun(RunDriver):
             prepared = check_prepared(name, await hook(ctx, given))
             if prepared is not None:
                 specs.append(prepared)
+        if self._prepare_all is not None:
+            given_all = [
+                ToolSpec(
+                    name=s.name,
+                    description=s.description,
+                    parameters=copy.deepcopy(s.parameters),
+                    strict=s.strict,
+                )
+                for s in specs
+            ]
+            returned = await self._prepare_all(self.ctx, given_all)
+            specs = check_prepared_tools(self.agent.name, specs, returned)
         return specs
 
     def allowed_tools(self) -> Mapping[str, Tool]:

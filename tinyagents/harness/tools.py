@@ -136,7 +136,7 @@ class Tool(ABC):
             raise ConfigurationError(
                 f"tool {name!r}: sequential must be True or False, got {sequential!r}"
             )
-        _check_prepare(name, prepare)
+        check_prepare(f"tool {name!r}: prepare", prepare, "spec")
         self.name = name
         self.description = description
         self.parameters = parameters or {"type": "object", "properties": {}}
@@ -172,8 +172,8 @@ def _check_name(name: object) -> None:
         )
 
 
-def _check_prepare(name: str, prepare: object) -> None:
-    """Refuse a ``prepare`` that is not a function ``(ctx, spec)``."""
+def check_prepare(what: str, prepare: object, given: str) -> None:
+    """Refuse a ``prepare`` (``prepare_tools``) that is not a function ``(ctx, <given>)``."""
     if prepare is None:
         return
     try:
@@ -186,8 +186,8 @@ def _check_prepare(name: str, prepare: object) -> None:
         params = None
     if params is None or len(params) != 2:
         raise ConfigurationError(
-            f"tool {name!r}: prepare must be a function (ctx, spec) returning the ToolSpec to "
-            f"offer (or None to hide the tool from that request), got {kind_of(prepare)}"
+            f"{what} must be a function (ctx, {given}) returning what a request offers of "
+            f"the {given} it is given, got {kind_of(prepare)}"
             + ("" if params is None else f" with {len(params)} positional parameters")
         )
 
@@ -217,6 +217,36 @@ def check_prepared(name: str, prepared: object) -> ToolSpec | None:
     if not isinstance(prepared.parameters, dict):  # None: _check_parameters let it through
         raise ConfigurationError(f"tool {name!r}: prepare gave no parameters schema")
     return prepared
+
+
+def check_prepared_tools(agent: str, given: Sequence[ToolSpec], prepared: object) -> list[ToolSpec]:
+    """What an agent's ``prepare_tools`` returned for the specs ``given``: a list of them
+    (changed or not), each once; adding a tool or renaming one is refused, as pydantic-ai's
+    ``PreparedToolset`` refuses it, and so is None (its "return ``[]`` to expose no
+    tools")."""
+    if prepared is None:
+        raise ConfigurationError(
+            f"agent {agent!r}: prepare_tools returned None; return [] to expose no tools, or "
+            "the specs it was given to pass them through unchanged"
+        )
+    if not isinstance(prepared, (list, tuple)):
+        raise ConfigurationError(
+            f"agent {agent!r}: prepare_tools must return a list of ToolSpecs, got "
+            f"{kind_of(prepared)}"
+        )
+    names = {s.name for s in given}
+    seen: set[str] = set()
+    for spec in prepared:
+        name = getattr(spec, "name", None)
+        if not isinstance(spec, ToolSpec) or name not in names or name in seen:
+            raise ConfigurationError(
+                f"agent {agent!r}: prepare_tools cannot add or rename tools, nor give one "
+                f"twice: it returned {name if isinstance(spec, ToolSpec) else kind_of(spec)!r}"
+                f" for {sorted(names)}; hide a tool by leaving it out"
+            )
+        seen.add(name)
+        check_prepared(name, spec)
+    return list(prepared)
 
 
 def check_retries(owner: str, retries: object) -> None:
