@@ -7,6 +7,7 @@ import inspect
 import types
 import typing
 from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
+from datetime import timedelta
 from math import inf
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
@@ -161,6 +162,33 @@ class StateGraph:
         self.edges: list[tuple[str, str]] = []
         self.joins: list[tuple[tuple[str, ...], str]] = []
         self.branches: list[Branch] = []
+        #: ``set_node_defaults``: what ``compile()`` gives each node without its own
+        self.node_defaults: dict[str, Any] = {}
+
+    def set_node_defaults(
+        self,
+        *,
+        retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
+        cache_policy: CachePolicy | None = None,
+        timeout: float | timedelta | None = None,
+    ) -> StateGraph:
+        """Policies for every node that has none of its own (LangGraph 1.2's): applied at
+        ``compile()``, to the nodes added before or after this call; a node's own
+        ``retry_policy`` / ``retry``, ``cache_policy`` or ``timeout`` wins. Not inherited by
+        a sub-graph (it has its own builder). ``timeout``: seconds (or a ``timedelta``) per
+        attempt, as ``add_node``'s. LangGraph's ``error_handler`` and ``TimeoutPolicy`` are
+        not offered. A value of the wrong kind is a ``GraphValidationError``."""
+        defaults = self.node_defaults
+        if retry_policy is not None:
+            defaults["retry"] = _policies("set_node_defaults", retry_policy, "retry_policy")
+        if cache_policy is not None:
+            defaults["cache_policy"] = check_policy(cache_policy, "set_node_defaults")
+        if timeout is not None:
+            if isinstance(timeout, timedelta):
+                timeout = timeout.total_seconds()
+            _check_timeout("set_node_defaults", timeout)
+            defaults["timeout"] = timeout
+        return self
 
     def add_node(
         self,

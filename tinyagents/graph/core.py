@@ -111,6 +111,16 @@ class NodeSpec(Record):
     cache: CachedNode | None = None
 
 
+def with_defaults(spec: NodeSpec, defaults: dict[str, Any]) -> NodeSpec:
+    """``spec`` with the ``StateGraph.set_node_defaults`` (``retry``, ``cache_policy``,
+    ``timeout``) it has no value of its own for; the builder's spec is left as it was."""
+    changes = {key: value for key, value in defaults.items() if not getattr(spec, key)}
+    if not changes:
+        return spec
+    changes["plain"] = spec.plain and "retry" not in changes and "timeout" not in changes
+    return dataclasses.replace(spec, **changes)
+
+
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class Branch(Record):
     """A conditional edge: ``router(state)`` names the next node(s) or returns ``Send``s."""
@@ -242,6 +252,9 @@ class GraphCore:
         #: ``StateGraph(context_schema=...)``: what a run's ``context=`` is checked against
         self.context_schema = builder.context_schema
         self.nodes: dict[str, NodeSpec] = dict(builder.nodes)
+        defaults = getattr(builder, "node_defaults", None)  # ``StateGraph.set_node_defaults``
+        if defaults:
+            self.nodes = {name: with_defaults(s, defaults) for name, s in self.nodes.items()}
         own = self.schema.state
         if own is not None:
             # the channels hold more than the state's keys (input/output schemas, private

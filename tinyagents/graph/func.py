@@ -610,6 +610,9 @@ class entrypoint:
     function runs on a thread of its own, so its tasks' ``.result()`` can wait for them.
     ``context_schema`` is the graph's (``StateGraph``'s); a parameter named ``runtime`` gets
     the ``GraphRuntime`` (its ``previous`` is that value too), of a task as of an entrypoint.
+    ``cache_policy`` (with ``cache=``): a run whose input gives a key the cache holds returns
+    the cached result without running the function (``key_func`` gets the input), as
+    LangGraph's.
     """
 
     @dataclass(frozen=True, slots=True)
@@ -628,10 +631,13 @@ class entrypoint:
         cache: BaseCache | None = None,
         store: GraphStore | None = None,
         context_schema: Any = None,
+        cache_policy: CachePolicy | None = None,
     ) -> None:
         self.checkpointer = checkpointer
         self.name = name
         self.retry_policy = retry_policy
+        #: the entrypoint's own result, cached in ``cache`` keyed by its input
+        self.cache_policy = check_policy(cache_policy, "entrypoint")
         #: where its ``@task(cache_policy=...)`` calls keep their results
         self.cache = check_cache(cache, "entrypoint")
         #: the long-term store its function and tasks get (``compile(store=...)``'s)
@@ -696,8 +702,16 @@ class entrypoint:
             returns = saves = Any
         types = {"input": hints.get(params[0].name, Any), "output": returns, "previous": saves}
         state = _typed_state(_EntryState, "_EntryState", types)
+        policy = self.cache_policy
+        if policy is not None:  # keyed by the input alone, as LangGraph's (not the state)
+            key_func = policy.key_func
+            policy = CachePolicy(
+                key_func=lambda state: key_func(state.get("input")), ttl=policy.ttl
+            )
+            # its namespace names the function, as LangGraph's (``caching.namespace``)
+            node.__module__, node.__qualname__ = func.__module__, func.__qualname__
         builder = _EntryBuilder(state, context_schema=self.context_schema).add_node(
-            node_name, node, retry_policy=self.retry_policy
+            node_name, node, retry_policy=self.retry_policy, cache_policy=policy
         )
         builder.add_edge(START, node_name).add_edge(node_name, END)
         made = builder.compile(
