@@ -84,7 +84,8 @@ class CompiledGraph(GraphCore):
         as ``runtime.context`` (a parameter named ``runtime``, or ``get_runtime()``), its
         sub-graphs too; it is not saved, so a resume is given it again. ``durability``:
         LangGraph's ``"sync"`` (what every run does: each step saved before the next starts)
-        or ``"async"`` (taken as ``"sync"``); ``"exit"`` is an ``ArgumentError``. Bad input
+        or ``"async"`` (taken as ``"sync"``); ``"exit"`` saves only when the run ends
+        (``store.checkpoint.exit_buffer``; an ``ArgumentError`` with ``runtime=``). Bad input
         raises and changes nothing; a failing node gives ``status="failed"``.
 
         Called from inside a node of a running graph (without ``thread_id``, ``runtime``
@@ -254,7 +255,8 @@ class CompiledGraph(GraphCore):
         breakpoints = self._breakpoints(
             interrupt_before, interrupt_after, runtime, is_call and caller is not None
         )
-        check_durability(durability)  # here, not when the stream is first read
+        # here, not when the stream is first read
+        check_durability(durability, steered=runtime is not None)
         if caller is not None and is_call:
             return calls.stream(
                 self, caller, input, sink, recursion_limit, max_concurrency, context
@@ -289,6 +291,7 @@ class CompiledGraph(GraphCore):
                 recursion_limit,
                 max_concurrency=max_concurrency,
                 context=context,
+                durability=durability,
                 **breakpoints,
             ),
             sink,

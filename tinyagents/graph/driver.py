@@ -285,7 +285,7 @@ async def start_graph_run(
     Raises ``ThreadBusy`` (and registers nothing) if the thread already has a writer.
     """
     require_open(runtime)
-    check_durability(durability)
+    check_durability(durability, steered=True)
     if not isinstance(graph, GraphCore):  # an AttributeError from the session, otherwise
         hint = "; call .compile() on it first" if hasattr(graph, "compile") else ""
         raise ConfigurationError(

@@ -38,7 +38,8 @@ if TYPE_CHECKING:
 ContextT = TypeVar("ContextT")
 
 #: LangGraph's ``durability`` values; ours saves each step's checkpoint before the next step
-#: starts (its "sync"), and takes "async" as that (it is stronger); "exit" is refused
+#: starts (its "sync"), and takes "async" as that (it is stronger); "exit" holds the run's
+#: saves until it ends (``store.checkpoint.exit_buffer``; refused in a ``Runtime``)
 Durability = Literal["sync", "async", "exit"]
 DURABILITY: tuple[str, ...] = get_args(Durability)
 
@@ -209,15 +210,20 @@ def check_context_schema(schema: Any) -> Any:
     return schema
 
 
-def check_durability(durability: Any) -> None:
-    """A run's ``durability``: LangGraph's values; "exit" is not supported."""
+def check_durability(durability: Any, *, steered: bool = False) -> None:
+    """A run's ``durability``: LangGraph's values. ``steered``: a run in a ``Runtime``,
+    which refuses "exit" (steering needs each step's checkpoint)."""
     if durability is None or durability in ("sync", "async"):
         return
     if durability == "exit":
-        raise ArgumentError(
-            'durability="exit" is not supported: a run saves each superstep\'s checkpoint '
-            'before the next starts; use "sync" (the default) or "async" (taken as "sync")'
-        )
+        if steered:
+            raise ArgumentError(
+                'durability="exit" is not supported for a run in a Runtime: steering needs '
+                "each step's checkpoint (a command is kept with it, a fork or a restart "
+                'goes on from it); use "sync" (the default) there, or run the graph without '
+                "runtime="
+            )
+        return
     raise ArgumentError(
         f"durability is one of {', '.join(map(repr, DURABILITY))}, got {durability!r}"
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from tinyagents import _clock
 from tinyagents.errors import (
@@ -47,12 +47,14 @@ from tinyagents.graph.reducers import Replaced
 from tinyagents.graph.tasks import Task, plan_tasks
 from tinyagents.graph.types import END, START, UNSET, Command, Send, StateUpdate
 from tinyagents.runs.info import check_id
+from tinyagents.store import checkpoint as checkpoints
 from tinyagents.store.checkpoint._lease import new_owner
 from tinyagents.store.checkpoint.base import WriteRecord
 
 if TYPE_CHECKING:
     from tinyagents.graph.core import GraphCore
     from tinyagents.store.checkpoint.base import Checkpointer, CheckpointRecord
+    from tinyagents.store.checkpoint.exit_buffer import ExitBuffer
 
 
 def check_root(graph: GraphCore) -> None:
@@ -101,8 +103,14 @@ class GraphSession:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self.owner is not None:  # a lease is taken with a checkpointer only
-            assert self.cp is not None
+        if self.owner is None:  # a lease is taken with a checkpointer only
+            return
+        assert self.cp is not None
+        try:
+            cp = self.cp
+            if cp is not self.graph.checkpointer:  # durability="exit": the ``ExitBuffer``
+                await cast("ExitBuffer", cp).flush()  # the run's saves, held until now
+        finally:
             await self.cp.release(self.thread_id, self.owner)
 
     def fresh(self) -> Head:
@@ -195,6 +203,10 @@ class GraphSession:
         self.graph.limit(recursion_limit)  # a bad limit is named first, as in a plain run
         if durability is not None:
             check_durability(durability)
+            if durability == "exit" and self.cp is not None:
+                # the run's saves are held until it ends (``__aexit__`` flushes them); the
+                # module loads with the first such run, as the checkpointers load (``_lazy``)
+                self.cp = checkpoints.ExitBuffer(self.cp)
         if context is None:
             return await self.prepare(
                 input, checkpoint_id, recursion_limit, failure=failure, **run_kwargs

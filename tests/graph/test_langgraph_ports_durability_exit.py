@@ -1,0 +1,364 @@
+"""``durability="exit"`` (LangGraph's: persist only when the run ends), ported: the same
+program on LangGraph and on ``tinyagents.graph``, compared, as in ``test_langgraph_ports.py``
+(LangGraph's ``test_large_cases.py`` runs its graphs with ``durability="exit"`` and reads the
+thread's state after each run, a pause and a resume). Then what ours adds: nothing is in
+the store while the run is under way (what a crash then loses: a real ``os._exit`` in a
+process of its own), a failed run's saves, every backend, ``stream`` / ``iter``, and the
+refusal in a ``Runtime`` (steering needs each step's checkpoint).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import sys
+import textwrap
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langgraph_kit import OURS, THEIRS, cfg, lg_memory
+
+from tinyagents.errors import ArgumentError
+from tinyagents.graph import Command, StateGraph
+from tinyagents.store.checkpoint import (
+    Checkpointer,
+    ExitBuffer,
+    MemoryCheckpointer,
+    SqliteCheckpointer,
+    WriteRecord,
+)
+
+
+class Log(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+
+
+def chain(g: Any, seen: list[Any] | None = None, fail: list[int] | None = None) -> Any:
+    """START -> a -> b -> c. ``seen``: b appends what it finds saved of the thread;
+    ``fail``: c fails while it is non-empty (popping it)."""
+
+    def a(state: Log) -> Log:
+        return {"log": ["a"]}
+
+    async def b(state: Log) -> Log:
+        if seen is not None:
+            seen.append("b")
+        return {"log": ["b"]}
+
+    def c(state: Log) -> Log:
+        if fail:
+            fail.pop()
+            raise ValueError("c failed")
+        return {"log": ["c"]}
+
+    return (
+        g.StateGraph(Log)
+        .add_node("a", a)
+        .add_node("b", b)
+        .add_node("c", c)
+        .add_edge(g.START, "a")
+        .add_edge("a", "b")
+        .add_edge("b", "c")
+    )
+
+
+async def saved(graph: Any, thread: str) -> list[Any]:
+    """Our thread's checkpoints, newest first, as what each holds."""
+    return [
+        (c.step, c.source, c.next, c.snapshot, c.written, c.metadata.get("ran"), state.values)
+        for c in await graph.history(thread)
+        for state in [await graph.get_state(thread, c.checkpoint_id)]
+    ]
+
+
+async def their_history(graph: Any, thread: str) -> list[Any]:
+    return [s async for s in graph.aget_state_history(cfg(thread))]
+
+
+async def test_exit_saves_the_finished_run_once_at_its_end(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_large_cases.py's runs with durability="exit" (the state read after)
+    theirs = chain(THEIRS).compile(checkpointer=lg_memory.InMemorySaver())
+    ours = chain(OURS).compile(checkpointer=checkpointer)
+    for _ in range(2):  # a second run continues the thread saved by the first
+        want = await theirs.ainvoke({"log": ["in"]}, cfg("t"), durability="exit")
+        got = await ours.run({"log": ["in"]}, thread_id="t", durability="exit")
+        assert got.state == want
+    theirs_state = await theirs.aget_state(cfg("t"))
+    ours_state = await ours.get_state("t")
+    assert ours_state.values == theirs_state.values
+    assert ours_state.next == theirs_state.next == ()
+    # LangGraph keeps the last checkpoint of each run; ours keeps each step's, as a "sync"
+    # run would, all saved when the run ended (see docs/graph.md, "Run context")
+    assert len(await their_history(theirs, "t")) == 2
+    sync = chain(OURS).compile(checkpointer=MemoryCheckpointer())
+    for _ in range(2):
+        await sync.run({"log": ["in"]}, thread_id="t")
+    assert await saved(ours, "t") == await saved(sync, "t")
+
+
+async def test_exit_saves_an_interrupted_run_and_its_resume(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_large_cases.py::test_nested_graph_state (invoke, then invoke(None),
+    # both durability="exit"), with an interrupt() and its Command(resume=...)
+    def build(g: Any) -> Any:
+        def ask(state: Log) -> Log:
+            return {"log": [g.interrupt("name?")]}
+
+        graph = chain(g).add_node("ask", ask).add_edge("c", "ask")
+        return graph
+
+    theirs = build(THEIRS).compile(checkpointer=lg_memory.InMemorySaver())
+    ours = build(OURS).compile(checkpointer=checkpointer)
+    await theirs.ainvoke({"log": []}, cfg("t"), durability="exit")
+    paused = await ours.run({"log": []}, thread_id="t", durability="exit")
+    assert paused.status == "interrupted"
+    theirs_state = await theirs.aget_state(cfg("t"))
+    ours_state = await ours.get_state("t")
+    assert ours_state.values == theirs_state.values == {"log": ["a", "b", "c"]}
+    assert ours_state.next == theirs_state.next == ("ask",)
+    assert [i.value for i in ours_state.interrupts] == [i.value for i in theirs_state.interrupts]
+    want = await theirs.ainvoke(THEIRS.Command(resume="ada"), cfg("t"), durability="exit")
+    got = await ours.run(Command(resume="ada"), thread_id="t", durability="exit")
+    assert got.state == want == {"log": ["a", "b", "c", "ada"]}
+    assert (await ours.get_state("t")).values == (await theirs.aget_state(cfg("t"))).values
+
+
+async def test_a_failed_exit_run_saves_its_last_state_and_a_resume_goes_on_from_it(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: _loop.py's _suppress_interrupt saves at exit on an error too: invoke(None)
+    # then goes on from the failed step, the steps before it not run again
+    theirs_seen: list[Any] = []
+    ours_seen: list[Any] = []
+    theirs = chain(THEIRS, theirs_seen, [1]).compile(checkpointer=lg_memory.InMemorySaver())
+    ours = chain(OURS, ours_seen, [1]).compile(checkpointer=checkpointer)
+    with pytest.raises(ValueError, match="c failed"):
+        await theirs.ainvoke({"log": []}, cfg("t"), durability="exit")
+    failed = await ours.run({"log": []}, thread_id="t", durability="exit")
+    assert failed.status == "failed" and isinstance(failed.error, ValueError)
+    theirs_state = await theirs.aget_state(cfg("t"))
+    ours_state = await ours.get_state("t")
+    assert ours_state.values == theirs_state.values == {"log": ["a", "b"]}
+    assert ours_state.next == theirs_state.next == ("c",)
+    want = await theirs.ainvoke(None, cfg("t"), durability="exit")
+    got = await ours.run(None, thread_id="t", durability="exit")
+    assert got.state == want == {"log": ["a", "b", "c"]}
+    assert ours_seen == theirs_seen == ["b"]  # b ran once
+
+
+CRASH = """
+import asyncio, operator, os, sys
+from typing import Annotated, TypedDict
+from tinyagents.graph import START, StateGraph
+from tinyagents.store.checkpoint import SqliteCheckpointer
+
+class Log(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+
+def crash(state):
+    os._exit(3)  # the process dies in the third step, as a SIGKILL would end it
+
+async def main():
+    cp = SqliteCheckpointer(sys.argv[1])
+    await cp.setup()
+    graph = (
+        StateGraph(Log)
+        .add_node("a", lambda s: {"log": ["a"]})
+        .add_node("b", lambda s: {"log": ["b"]})
+        .add_node("crash", crash)
+        .add_edge(START, "a").add_edge("a", "b").add_edge("b", "crash")
+        .compile(checkpointer=cp)
+    )
+    await graph.run({"log": ["in"]}, thread_id="t", durability=sys.argv[2])
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("durability", ["exit", "sync"])
+async def test_what_a_crash_mid_run_loses(tmp_path: Path, durability: str) -> None:
+    # a process that dies during an "exit" run leaves the thread as it was before the run
+    # (nothing of the run is in the file); a "sync" run leaves each finished step
+    path = tmp_path / "crash.db"
+    script = tmp_path / "crash.py"
+    script.write_text(textwrap.dedent(CRASH))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(script), str(path), durability, stderr=asyncio.subprocess.PIPE
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 3, err.decode()
+    cp = SqliteCheckpointer(path)
+    await cp.setup()
+    try:
+        graph = (  # the crashed graph, whose last node does not crash here
+            StateGraph(Log)
+            .add_node("a", lambda s: {"log": ["a"]})
+            .add_node("b", lambda s: {"log": ["b"]})
+            .add_node("crash", lambda s: {"log": ["crash"]})
+            .add_edge("__start__", "a")
+            .add_edge("a", "b")
+            .add_edge("b", "crash")
+            .compile(checkpointer=cp)
+        )
+        history = await graph.history("t")
+        if durability == "exit":
+            assert history == []
+            assert await cp.latest("t") is None
+        else:
+            assert (await graph.get_state("t")).values == {"log": ["in", "a", "b"]}
+            assert (await graph.get_state("t")).next == ("crash",) and len(history) == 4
+            # run(None) goes on from the last saved step
+            assert (await graph.run(None, thread_id="t")).state["log"] == ["in", "a", "b", "crash"]
+    finally:
+        await cp.aclose()
+
+
+async def test_nothing_is_saved_while_an_exit_run_is_under_way(
+    checkpointer: Checkpointer,
+) -> None:
+    seen: list[Any] = []
+
+    async def look(state: Log) -> Log:
+        seen.append(await checkpointer.latest("t"))  # the store itself, mid-run
+        return {"log": ["look"]}
+
+    graph = (
+        chain(OURS).add_node("look", look).add_edge("c", "look").compile(checkpointer=checkpointer)
+    )
+    await graph.run({"log": []}, thread_id="t")  # a "sync" run first: its head stays put
+    head = await checkpointer.latest("t")
+    assert head is not None and seen[-1].checkpoint_id != head.checkpoint_id
+    seen.clear()
+    result = await graph.run({"log": []}, thread_id="t", durability="exit")
+    assert seen[0].checkpoint_id == head.checkpoint_id  # the thread as the last run left it
+    assert result.state["log"][-4:] == ["a", "b", "c", "look"]
+    assert (await checkpointer.latest("t")).checkpoint_id != head.checkpoint_id  # saved now
+    assert (await graph.get_state("t")).values == result.state
+
+
+async def test_stream_and_iter_with_exit_save_at_the_end(checkpointer: Checkpointer) -> None:
+    graph = chain(OURS).compile(checkpointer=checkpointer)
+    items = [
+        item
+        async for item in graph.stream(
+            {"log": []}, thread_id="s", mode="updates", durability="exit"
+        )
+    ]
+    assert items == [{"a": {"log": ["a"]}}, {"b": {"log": ["b"]}}, {"c": {"log": ["c"]}}]
+    assert (await graph.get_state("s")).values == {"log": ["a", "b", "c"]}
+    async with graph.iter({"log": []}, thread_id="i", durability="exit") as run:
+        async for _ in run.supersteps():
+            assert await checkpointer.latest("i") is None
+    assert (await graph.get_state("i")).values == {"log": ["a", "b", "c"]}
+
+
+class Count(TypedDict, total=False):
+    n: Annotated[int, operator.add]
+    log: Annotated[list[int], operator.add]
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(runs=st.lists(st.tuples(st.integers(0, 5), st.booleans()), min_size=1, max_size=4))
+async def test_exit_runs_leave_the_thread_as_sync_runs_do(runs: list[tuple[int, bool]]) -> None:
+    # any mix of exit and sync runs (loops of 0-5 steps, snapshots every 3 checkpoints, so
+    # an exit run's deltas sit on a saved head that is a delta) leaves the same thread
+    def build(cp: Checkpointer) -> Any:
+        def step(state: Count) -> Count:
+            return {"n": 1, "log": [state.get("n", 0)]}
+
+        return (
+            StateGraph(Count)
+            .add_node("step", step)
+            .add_edge("__start__", "step")
+            .add_conditional_edges("step", lambda s: "step" if s["n"] % 6 else "__end__")
+            .compile(checkpointer=cp)
+        )
+
+    mixed_cp = MemoryCheckpointer(snapshot_every=3)
+    sync_cp = MemoryCheckpointer(snapshot_every=3)
+    mixed, sync = build(mixed_cp), build(sync_cp)
+    for steps, exit in runs:
+        start = {"n": 6 - steps if steps else 0}
+        a = await mixed.run(start, thread_id="t", durability="exit" if exit else None)
+        b = await sync.run(start, thread_id="t")
+        assert a.state == b.state
+    assert await saved(mixed, "t") == await saved(sync, "t")
+
+
+async def test_the_buffer_reads_the_store_below_it_and_flushes_in_order() -> None:
+    base = MemoryCheckpointer()
+    graph = chain(OURS).compile(checkpointer=base)
+    await graph.run({"log": []}, thread_id="t")
+    head = await base.latest("t")
+    assert head is not None
+    await base.put_writes("t", "", head.frontier_id, [WriteRecord(task_id="x", kind="result")])
+    buffer = ExitBuffer(base)
+    assert await buffer.latest("t") is not None and not buffer.held
+    await buffer.put_writes(
+        "t", "", head.frontier_id, [WriteRecord(task_id="x", kind="result", value=1)]
+    )
+    got = await buffer.get_writes("t", "", head.frontier_id)
+    assert [(w.task_id, w.value) for w in got] == [("x", 1)]  # replaced in place
+    assert (await base.get_writes("t", "", head.frontier_id))[0].value is None  # not yet
+    await buffer.flush()
+    assert (await base.get_writes("t", "", head.frontier_id))[0].value == 1
+    assert not buffer.held
+    await buffer.aclose()
+    assert await base.latest("t") is not None  # the base stays open
+
+
+async def test_exit_is_refused_in_a_runtime_before_anything_runs(rt: Any) -> None:
+    # steering a graph run needs each step's checkpoint: a command is kept with it, a fork
+    # and a restart go on from it; so a run in a Runtime refuses "exit" (typed, at once)
+    ran: list[str] = []
+    cp = MemoryCheckpointer()
+    graph = chain(OURS, ran).compile(checkpointer=cp)
+    with pytest.raises(ArgumentError, match=r'durability="exit".*Runtime'):
+        await rt.start_graph(graph, {"log": []}, thread_id="r", durability="exit")
+    with pytest.raises(ArgumentError, match=r'durability="exit".*Runtime'):
+        await graph.run({"log": []}, thread_id="r", runtime=rt, durability="exit")
+    with pytest.raises(ArgumentError, match=r'durability="exit".*Runtime'):
+        graph.stream({"log": []}, thread_id="r", runtime=rt, durability="exit")
+    assert ran == [] and await cp.latest("r") is None
+    result = await graph.run({"log": []}, thread_id="r", runtime=rt, durability="sync")
+    assert result.state == {"log": ["a", "b", "c"]}
+
+
+async def test_exit_without_a_checkpointer_runs_as_any_run() -> None:
+    graph = chain(OURS).compile()
+    # (nothing is saved by such a run: nothing to hold either)
+    assert (await graph.run({"log": []}, durability="exit")).state == {"log": ["a", "b", "c"]}
+
+
+@pytest.mark.parametrize("durability", ["exit", "sync"])
+async def test_a_cancelled_exit_run_saves_what_it_did_as_a_sync_run(
+    checkpointer: Checkpointer, durability: str
+) -> None:
+    started = asyncio.Event()
+
+    async def stuck(state: Log) -> Log:
+        started.set()
+        await asyncio.Event().wait()  # never set: the run is cancelled here
+        return {}
+
+    graph = (
+        StateGraph(Log)
+        .add_node("a", lambda s: {"log": ["a"]})
+        .add_node("stuck", stuck)
+        .add_edge("__start__", "a")
+        .add_edge("a", "stuck")
+        .compile(checkpointer=checkpointer)
+    )
+    task = asyncio.create_task(graph.run({"log": []}, thread_id="t", durability=durability))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    state = await graph.get_state("t")
+    assert (state.values, state.next) == ({"log": ["a"]}, ("stuck",))
