@@ -231,6 +231,12 @@ set_scope: Callable[[TaskScope | UnsavedScope | None], Token[TaskScope | Unsaved
 )
 reset_scope: Callable[[Token[TaskScope | UnsavedScope | None]], None] = _scope.reset
 
+#: The routers being called (``GraphCore.route``): ``[scope, config, i, store]``, the scope
+#: they run in, the ``RouterConfig`` of their finished tasks, the index of the one whose
+#: routers run now and their graph's store, for ``get_runtime()`` in a router; a node of another run started from a router
+#: has a scope of its own, so it does not read this.
+routing: ContextVar[list[Any] | None] = ContextVar("tinyagents_graph_routing", default=None)
+
 #: The event loop of the run whose sync entrypoint or task runs on this thread (set by
 #: ``graph.func`` around such a function): a graph or an entrypoint run from there with
 #: ``run_sync`` / ``invoke`` runs on that loop, a sub-graph call of the task, whose

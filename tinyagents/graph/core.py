@@ -29,7 +29,7 @@ from tinyagents.errors import (
     InvalidRouteError,
     InvalidUpdateError,
 )
-from tinyagents.graph._context import stable_id, user_failure
+from tinyagents.graph._context import enclosing_scope, routing, stable_id, user_failure
 from tinyagents.graph.checkpointing import (
     Head,
     Planned,
@@ -591,33 +591,42 @@ class GraphCore:
             else:
                 pulls.setdefault(target, False)
 
-        for i, (node, goto) in enumerate(finished):
-            for target in self.static.get(node, ()):
-                pulls.setdefault(target, False)
-            # the node's own gotos first: LangGraph's node writes its Command's before the
-            # branches attached to it run, so its Sends come before its routers'
-            for jumped in goto:
-                add(jumped)
-            state: Any = None
-            for branch in self.branches.get(node, ()):
-                if branch.input is not None:
-                    seen = view(i, branch.input)
-                else:
-                    if state is None:
-                        state = view(i, None)
-                    seen = state
-                context = config(i) if branch.takes_config and config is not None else None
-                for routed in await self.evaluate(branch, seen, context):
-                    add(routed)
-            for join in self.joins_from.get(node, ()):
-                sources, joined = self.joins[join]
-                if joined in waiting:  # pulled already, not run yet: the join waits for it
-                    continue
-                seen = barriers.setdefault(str(join), set())
-                seen.add(node)
-                if seen.issuperset(sources):
-                    del barriers[str(join)]
-                    pulls[joined] = True
+        # what ``get_runtime()`` in a router reads (a list: one ``set`` per call, not per task)
+        current = None if config is None else [enclosing_scope(), config, 0, self.store]
+        token = None if current is None else routing.set(current)
+        try:
+            for i, (node, goto) in enumerate(finished):
+                for target in self.static.get(node, ()):
+                    pulls.setdefault(target, False)
+                # the node's own gotos first: LangGraph's node writes its Command's before the
+                # branches attached to it run, so its Sends come before its routers'
+                for jumped in goto:
+                    add(jumped)
+                state: Any = None
+                if current is not None:
+                    current[2] = i
+                for branch in self.branches.get(node, ()):
+                    if branch.input is not None:
+                        seen = view(i, branch.input)
+                    else:
+                        if state is None:
+                            state = view(i, None)
+                        seen = state
+                    context = config(i) if branch.takes_config and config is not None else None
+                    for routed in await self.evaluate(branch, seen, context):
+                        add(routed)
+                for join in self.joins_from.get(node, ()):
+                    sources, joined = self.joins[join]
+                    if joined in waiting:  # pulled already, not run yet: the join waits for it
+                        continue
+                    seen = barriers.setdefault(str(join), set())
+                    seen.add(node)
+                    if seen.issuperset(sources):
+                        del barriers[str(join)]
+                        pulls[joined] = True
+        finally:
+            if token is not None:
+                routing.reset(token)
         pulls.pop(END, None)
         if self.deferred:
             self._defer(pulls, barriers, waiting)

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 
 from tinyagents._record import FrozenRecord
 from tinyagents.errors import ArgumentError, GraphError
-from tinyagents.graph._context import TaskScope, caller_loop, enclosing_scope
+from tinyagents.graph._context import TaskScope, caller_loop, enclosing_scope, routing
 from tinyagents.graph.longterm import node_store
 
 if TYPE_CHECKING:
@@ -138,14 +138,18 @@ def _task_writer(run: Any, task_id: str) -> Callable[[Any], None]:
 
 
 def get_runtime(context_schema: type[ContextT] | None = None) -> GraphRuntime[ContextT]:
-    """The runtime of the graph node or ``@task`` running here (LangGraph's
-    ``get_runtime``); ``context_schema`` only types the result. Outside a node,
-    ``GraphError``."""
+    """The runtime of the graph node, router or ``@task`` running here (LangGraph's
+    ``get_runtime``; a router's is its node task's, whose stream it writes to, as a
+    LangGraph branch runs in its node's task); ``context_schema`` only types the result.
+    Outside a node, ``GraphError``."""
     scope = enclosing_scope()
+    current = routing.get()
+    if current is not None and current[0] is scope:  # a router (``GraphCore.route``)
+        _, config, i, graph_store = current
+        return runtime_of(config(i), graph_store=graph_store)
     if scope is None:
         raise GraphError(
-            "get_runtime() can only be called inside a running graph node or task (a router "
-            "takes a parameter named runtime instead)"
+            "get_runtime() can only be called inside a running graph node, router or task"
         )
     run, task = scope.run, scope.task
     if run is None:  # (every scope knows its run: ``GraphRun.unsaved_scope``, ``TaskScope``)
