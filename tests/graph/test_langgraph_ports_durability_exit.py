@@ -362,3 +362,38 @@ async def test_a_cancelled_exit_run_saves_what_it_did_as_a_sync_run(
         await task
     state = await graph.get_state("t")
     assert (state.values, state.next) == ({"log": ["a"]}, ("stuck",))
+
+
+async def test_checkpoint_during_is_the_older_spelling() -> None:
+    # LangGraph: test_deprecation.py::test_checkpoint_during_deprecation_state_graph:
+    # checkpoint_during=False is durability="exit", True "async" (ours: "sync"), with a
+    # DeprecationWarning; given with durability, an error
+    theirs = chain(THEIRS).compile(checkpointer=lg_memory.InMemorySaver())
+    cp = MemoryCheckpointer()
+    ours = chain(OURS).compile(checkpointer=cp)
+    match = "`checkpoint_during` is deprecated"
+    for during in (True, False):
+        with pytest.warns(DeprecationWarning, match=match):
+            want = await theirs.ainvoke({"log": []}, cfg(str(during)), checkpoint_during=during)
+        with pytest.warns(DeprecationWarning, match=match):
+            got = await ours.run({"log": []}, thread_id=str(during), checkpoint_during=during)
+        assert got.state == want
+    with pytest.warns(DeprecationWarning, match=match):
+        items = [
+            i
+            async for i in ours.stream(
+                {"log": []}, thread_id="s", mode="updates", checkpoint_during=False
+            )
+        ]
+    assert len(items) == 3 and (await ours.get_state("s")).values == {"log": ["a", "b", "c"]}
+    with pytest.warns(DeprecationWarning, match=match):
+        async with ours.iter({"log": []}, thread_id="i", checkpoint_during=False) as run:
+            async for _ in run.supersteps():
+                assert await cp.latest("i") is None  # "exit": nothing saved yet
+    with pytest.raises(ValueError, match="Cannot use both"), pytest.warns(DeprecationWarning):
+        await theirs.ainvoke({"log": []}, cfg("x"), checkpoint_during=True, durability="sync")
+    with pytest.raises(ArgumentError, match="Cannot use both"):
+        await ours.run({"log": []}, thread_id="x", checkpoint_during=True, durability="sync")
+    with pytest.raises(ArgumentError, match="True or False"):
+        await ours.run({"log": []}, thread_id="x", checkpoint_during="no")  # type: ignore[arg-type]
+    assert await cp.latest("x") is None

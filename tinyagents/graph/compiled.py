@@ -29,7 +29,7 @@ from tinyagents.graph.core import GraphCore, breakpoint_nodes, check_max_concurr
 from tinyagents.graph.driver import run_with_runtime, start_graph_run
 from tinyagents.graph.executor import GraphRun
 from tinyagents.graph.func_stream import sink_for
-from tinyagents.graph.graph_runtime import Durability, check_durability
+from tinyagents.graph.graph_runtime import Durability, check_durability, from_checkpoint_during
 from tinyagents.graph.jsonschema import json_schema
 from tinyagents.graph.session import GraphSession
 from tinyagents.graph.state import root_value
@@ -71,6 +71,7 @@ class CompiledGraph(GraphCore):
         interrupt_after: Collection[str] | str = (),
         context: Any = None,
         durability: Durability | None = None,
+        checkpoint_during: bool | None = None,
     ) -> GraphResult:
         """Run (or continue) a thread until it finishes, pauses on interrupts or fails.
 
@@ -95,6 +96,8 @@ class CompiledGraph(GraphCore):
         ``result.state`` is the graph's ``shown_state``: the state; an entrypoint's, what its
         function returned (its last return value when the run paused, None before the first).
         """
+        if checkpoint_during is not None:  # LangGraph's older spelling (deprecated)
+            durability = from_checkpoint_during(durability, checkpoint_during)
         caller = enclosing_scope()
         is_call = thread_id is None and runtime is None and checkpoint_id is None
         max_concurrency = check_max_concurrency(max_concurrency)
@@ -227,6 +230,7 @@ class CompiledGraph(GraphCore):
         interrupt_after: Collection[str] | str = (),
         context: Any = None,
         durability: Durability | None = None,
+        checkpoint_during: bool | None = None,
     ) -> AsyncIterator[Any]:
         """``run``, yielding what happens as it happens (LangGraph's ``astream``):
         ``async for item in graph.stream(input, thread_id=..., mode="updates"): ...``.
@@ -248,6 +252,8 @@ class CompiledGraph(GraphCore):
         ``interrupt_before`` / ``interrupt_after`` add breakpoints for this run, as for ``run``.
         Inside a node of a running graph it is a sub-graph call, as for ``run``.
         """
+        if checkpoint_during is not None:  # LangGraph's older spelling (deprecated)
+            durability = from_checkpoint_during(durability, checkpoint_during)
         sink = sink_for(self, mode, subgraphs)
         caller = enclosing_scope()
         is_call = thread_id is None and runtime is None and checkpoint_id is None
@@ -344,6 +350,7 @@ class CompiledGraph(GraphCore):
         interrupt_after: Collection[str] | str = (),
         context: Any = None,
         durability: Durability | None = None,
+        checkpoint_during: bool | None = None,
     ) -> AsyncIterator[GraphRun]:
         """The run ``run`` would make, to drive step by step (pydantic-graph's ``Graph.iter``):
         ``async with graph.iter(input, thread_id=...) as run: async for step in
@@ -351,6 +358,8 @@ class CompiledGraph(GraphCore):
         node ends the steps with a ``"failed"`` item instead of raising. Input and
         breakpoints are handled as by ``run`` (bad input raises here and changes nothing).
         """
+        if checkpoint_during is not None:  # LangGraph's older spelling (deprecated)
+            durability = from_checkpoint_during(durability, checkpoint_during)
         max_concurrency = check_max_concurrency(max_concurrency)
         breakpoints = self._breakpoints(interrupt_before, interrupt_after, None, False)
         async with GraphSession(self, thread_id) as session:
@@ -385,6 +394,7 @@ class CompiledGraph(GraphCore):
         interrupt_after: Collection[str] | str = (),
         context: Any = None,
         durability: Durability | None = None,
+        checkpoint_during: bool | None = None,
     ) -> GraphResult:
         """``run`` for code without an event loop (a script, a REPL): runs it to its end with
         ``asyncio.run`` and returns its ``GraphResult``.
@@ -392,6 +402,8 @@ class CompiledGraph(GraphCore):
         Inside a running event loop (async code, a notebook cell) it raises
         ``SyncInAsyncError`` and runs nothing: ``await graph.run(...)`` there.
         """
+        if checkpoint_during is not None:  # LangGraph's older spelling (deprecated)
+            durability = from_checkpoint_during(durability, checkpoint_during)
         SyncInAsyncError.refuse_inside_a_loop(f"graph {self.name!r}", "await graph.run(...)")
         # from a sync task or entrypoint: on its run's loop, a sub-graph call of the task
         return run_blocking(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import warnings
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
@@ -214,6 +215,25 @@ def check_context_schema(schema: Any) -> Any:
     return schema
 
 
+def from_checkpoint_during(durability: Any, checkpoint_during: Any) -> Durability:
+    """LangGraph's older ``checkpoint_during=`` (deprecated there too, with a warning) as the
+    ``durability`` it stands for: True is "async", False "exit". Given with ``durability``
+    (LangGraph's ``ValueError``) or not a bool: ``ArgumentError``."""
+    if not isinstance(checkpoint_during, bool):
+        raise ArgumentError(f"checkpoint_during is True or False, got {checkpoint_during!r}")
+    if durability is not None:
+        raise ArgumentError(
+            "Cannot use both `checkpoint_during` and `durability` parameters. Please use "
+            "`durability` instead."
+        )
+    warnings.warn(
+        "`checkpoint_during` is deprecated and will be removed. Please use `durability` instead.",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return "async" if checkpoint_during else "exit"
+
+
 def check_durability(durability: Any, *, steered: bool = False) -> None:
     """A run's ``durability``: LangGraph's values. ``steered``: a run in a ``Runtime``,
     which refuses "exit" (steering needs each step's checkpoint)."""
@@ -240,6 +260,7 @@ __all__ = [
     "check_durability",
     "coerce_context",
     "context_kwargs",
+    "from_checkpoint_during",
     "get_runtime",
     "get_stream_writer",
     "run_store",
