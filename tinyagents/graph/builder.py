@@ -252,20 +252,20 @@ class StateGraph:
                 )
         if name in self.nodes:
             raise GraphValidationError(f"node {name!r} is already defined")
-        _check_timeout(name, timeout)
+        _check_timeout(f"node {name!r}", timeout)
         if metadata is not None and not isinstance(metadata, dict):
             raise GraphValidationError(
                 f"node {name!r}: metadata must be a dict, got {type(metadata).__name__}"
             )
         policies: tuple[RetryPolicy, ...] = ()
         if retry is not None:
-            policies = _policies(name, retry, "retry")
+            policies = _policies(f"node {name!r}", retry, "retry")
         if retry_policy is not None:
             if retry is not None:
                 raise GraphValidationError(
                     f"node {name!r}: give retry= or retry_policy= (LangGraph's name), not both"
                 )
-            policies = _policies(name, retry_policy, "retry_policy")
+            policies = _policies(f"node {name!r}", retry_policy, "retry_policy")
         spec = NodeSpec(
             name=name,
             retry=policies,
@@ -589,15 +589,16 @@ class StateGraph:
 
 
 def _policies(
-    node: str, policy: RetryPolicy | Sequence[RetryPolicy], arg: str
+    who: str, policy: RetryPolicy | Sequence[RetryPolicy], arg: str
 ) -> tuple[RetryPolicy, ...]:
-    """``retry=`` / ``retry_policy=``: a ``RetryPolicy``, or LangGraph's list of them."""
+    """``retry=`` / ``retry_policy=``: a ``RetryPolicy``, or LangGraph's list of them (``who``:
+    what the error names, ``node 'a'`` or ``set_node_defaults``)."""
     if isinstance(policy, RetryPolicy):
         return (policy,)
     policies = tuple(policy) if isinstance(policy, (list, tuple)) else ()
     if not policies or not all(isinstance(p, RetryPolicy) for p in policies):
         raise GraphValidationError(
-            f"node {node!r}: {arg} takes a RetryPolicy or a list of them, got {policy!r}"
+            f"{who}: {arg} takes a RetryPolicy or a list of them, got {policy!r}"
         )
     return policies
 
@@ -638,14 +639,14 @@ def _not_a_node(name: Any, action: Any) -> NoReturn:
     )
 
 
-def _check_timeout(node: str, timeout: object) -> None:
+def _check_timeout(who: str, timeout: object) -> None:
     """``timeout=`` is None or a finite number of seconds > 0 (NaN failed every attempt at
     once, infinity never timed out, ``True`` was one second)."""
     if timeout is None:
         return
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < inf:
         raise GraphValidationError(
-            f"node {node!r}: timeout must be a finite number of seconds > 0, got {timeout!r}"
+            f"{who}: timeout must be a finite number of seconds > 0, got {timeout!r}"
         )
 
 
