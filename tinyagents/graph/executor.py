@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Collection, Coroutine
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -300,7 +300,10 @@ class GraphRun:
         """``execute``, with a failing node reported as ``status="failed"`` and ``.error`` set
         (what a top-level run returns)."""
         # without a checkpointer every node shares one scope that refuses interrupt()
-        token = set_scope(self.unsaved_scope()) if self.checkpointer is None else None
+        # (``unsaved_scope()``, one frame less per run)
+        token = (
+            set_scope(UnsavedScope(self.unsaved_by, self)) if self.checkpointer is None else None
+        )
         stream = self.stream
         try:
             while True:
@@ -360,7 +363,8 @@ class GraphRun:
             return Step(kind="interrupted", result=self.result("interrupted"))
         tasks, self._planned = self._planned, None
         if tasks is None:
-            if self.steps >= self.step_budget:
+            # (the budget is at least the limit: most steps read no property)
+            if self.steps >= self.recursion_limit and self.steps >= self.step_budget:
                 # LangGraph's count: the limit is checked before the next step is planned, so
                 # a run whose last allowed step finished the graph fails all the same
                 exc = GraphRecursionError(
@@ -396,7 +400,9 @@ class GraphRun:
             result = self.result("interrupted", tasks)
             return Step(kind="interrupted", tasks=runnable, result=result)
         try:
-            await self.finish_step(tasks)
+            rest = self.finish_step(tasks)
+            if rest is not None:
+                await rest
         except Exception as exc:
             result = self.result("failed")
             result.error = exc
@@ -498,7 +504,9 @@ class GraphRun:
         if not runnable:  # paused, or finished before (its result kept): the step can end
             self._show_started(tasks)
             return tasks[0].writes is None
-        self._count_step()
+        self.steps += 1  # (``_count_step``, inline on the hot path)
+        if self.graph.schema.managed:
+            self._view = None
         task = tasks[0]
         spec = task.spec
         stream = self.stream
@@ -967,7 +975,11 @@ class GraphRun:
                 self.head.thread_id, self.head.ns, self.head.frontier_id, [record]
             )
 
-    async def finish_step(self, tasks: list[Task]) -> None:
+    def finish_step(self, tasks: list[Task]) -> Coroutine[Any, Any, None] | None:
+        """Apply the step's writes and move the head to its next step. What needs no waiting
+        is done here and ``None`` returned: a run that saves nothing, whose step's successors
+        are its node's constant ones (``GraphCore.simple_next``), the common case, makes no
+        coroutine for it; else the rest (routers, the checkpoint) is returned to await."""
         head, graph = self.head, self.graph
         before: dict[str, Any] | None = None
         if len(tasks) == 1:
@@ -978,17 +990,41 @@ class GraphRun:
                 before = self._values_before(writes)
         try:
             delta = graph.apply_writes(head.values, writes) if writes else {}
-        except Exception:
+        except Exception as exc:
+            if self.checkpointer is None:  # (nothing to keep the result in)
+                raise
             # a reducer refused the writes: the node ran, so its result is kept (as a
             # parallel step's are), and a run that continues applies it again without
             # running the node again, as LangGraph's does
-            await self._keep_results(tasks)
-            raise
+            return self._kept_raising(tasks, exc)
         if writes or graph.schema.kind != "dict" or self.checkpointer is not None:
             # a dict view (a snapshot of its step's values) is rebuilt once they changed;
             # instances, and the copies a saving run hands out, every step
             self._view = None
         frontier = self.graph.simple_next.get(tasks[0].node) if len(tasks) == 1 else None
+        if frontier is None or tasks[0].goto or self.checkpointer is not None:
+            return self._route_and_save(tasks, writes, delta, frontier, before)
+        head.frontier = frontier
+        head.step += 1
+        if head.records:  # (the answers the step consumed: a checkpoint names them)
+            head.records = {}
+        return None
+
+    async def _kept_raising(self, tasks: list[Task], exc: Exception) -> None:
+        await self._keep_results(tasks)
+        raise exc
+
+    async def _route_and_save(
+        self,
+        tasks: list[Task],
+        writes: list[tuple[str, Any]],
+        delta: dict[str, Any],
+        frontier: list[Planned] | None,
+        before: dict[str, Any] | None,
+    ) -> None:
+        """``finish_step``'s rest: the step's frontier (``frontier``, its node's constant
+        successors, or its routers'), and its checkpoint."""
+        head = self.head
         if frontier is None or tasks[0].goto:
             try:
                 frontier = await self.route(tasks, before)
