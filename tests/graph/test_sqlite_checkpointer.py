@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import sys
 import textwrap
@@ -11,8 +12,10 @@ from pathlib import Path
 from typing import TypedDict
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from tinyagents.errors import ConfigurationError, StoreError, ThreadBusy
+from tinyagents.errors import ConfigurationError, InvalidUpdateError, StoreError, ThreadBusy
 from tinyagents.graph import END, START, Command, StateGraph, interrupt
 from tinyagents.store.checkpoint import (
     CheckpointRecord,
@@ -497,3 +500,22 @@ async def test_a_read_the_database_fails_is_a_store_error_naming_the_file(tmp_pa
                 await read()
         with pytest.raises(StoreError, match="no such table"):
             await cp.list_before("t", "", "c")
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(_json_values)
+def test_compact_json_writes_what_json_dumps_with_compact_separators_writes(value: object) -> None:
+    """The checkpointers' one shared encoder (made once, not per saved step) writes the same
+    text as ``json.dumps(value, separators=(",", ":"))``, which it replaced."""
+    assert compact_json(value) == json.dumps(value, separators=(",", ":"))
+
+
+def test_compact_json_refuses_an_integer_python_writes_as_no_json() -> None:
+    with pytest.raises(InvalidUpdateError, match="digits"):
+        compact_json({"n": 10 ** (sys.get_int_max_str_digits() + 1)})

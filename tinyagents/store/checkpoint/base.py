@@ -200,12 +200,17 @@ def read_write(
 ROW_COLUMNS = "checkpoint_id, parent_id, seq, step, snapshot, source, created_at, body"
 
 
+#: ``json.dumps(value, separators=(",", ":"))`` without making an encoder per call (``dumps``
+#: makes one whenever an argument is not its default): every saved step writes its body so
+_COMPACT_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def compact_json(value: Any) -> str:
     """JSON text as the checkpointers store it: no spaces. An integer Python writes as no
     JSON (more digits than ``sys.get_int_max_str_digits()``, 4300 by default) is an
     ``InvalidUpdateError``, as any other value no checkpoint can hold."""
     try:
-        return json.dumps(value, separators=(",", ":"))
+        return _COMPACT_ENCODE(value)
     except ValueError as exc:
         raise InvalidUpdateError(
             f"cannot checkpoint an integer of more than {sys.get_int_max_str_digits()} "
