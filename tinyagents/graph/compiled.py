@@ -50,6 +50,10 @@ if TYPE_CHECKING:
     from tinyagents.runs.host import RunHost
 
 
+#: ``run``'s breakpoints when it is given none (``_breakpoints``'s answer then; never changed)
+_NO_BREAKPOINTS: dict[str, Any] = {"interrupt_before": (), "interrupt_after": ()}
+
+
 class CompiledGraph(GraphCore):
     """A runnable graph. ``await graph.run(input, thread_id=...)`` → ``GraphResult``."""
 
@@ -100,10 +104,13 @@ class CompiledGraph(GraphCore):
             durability = from_checkpoint_during(durability, checkpoint_during)
         caller = enclosing_scope()
         is_call = thread_id is None and runtime is None and checkpoint_id is None
-        max_concurrency = check_max_concurrency(max_concurrency)
-        breakpoints = self._breakpoints(
-            interrupt_before, interrupt_after, runtime, is_call and caller is not None
-        )
+        if max_concurrency is not None:  # (two frames less for a plain run)
+            max_concurrency = check_max_concurrency(max_concurrency)
+        breakpoints = _NO_BREAKPOINTS
+        if interrupt_before or interrupt_after:
+            breakpoints = self._breakpoints(
+                interrupt_before, interrupt_after, runtime, is_call and caller is not None
+            )
         if caller is not None and is_call:
             check_durability(durability)
             return self._shown(
