@@ -159,11 +159,14 @@ class RunHandle:
         self.driver = driver or _IDLE_DRIVER
         self._submitter = submitter
         self._result: RunResult | None = None  # set when the run ends: it is done
+        # The waiters' list and the run's own policy list are made on first use: most runs
+        # have neither, and a runtime may hold thousands of runs (each list one more object
+        # the cyclic collector walks at every full collection).
         #: ``result()`` callers waiting for the run's end, each with the loop it waits on
-        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] | None = None
         self.task: asyncio.Task[Any] | None = None
         self.inbox: Inbox  # attached by the router when the run is registered
-        self._policies = PolicyList()
+        self._policies: PolicyList | None = None
         #: The runtime's pipeline and ``policies`` folded once, by the router (stale when
         #: either list changes).
         self.policy_chain: PolicyChain | None = None
@@ -186,12 +189,21 @@ class RunHandle:
     def policies(self) -> PolicyList:
         """Policies that apply to commands for this run only (after the runtime's pipeline),
         e.g. the steering hooks of the agent's middleware."""
+        if self._policies is None:
+            self._policies = PolicyList()
         return self._policies
 
     @policies.setter
     def policies(self, policies: Iterable[Policy]) -> None:
         # Counted on from the old list: a chain folded from that one is stale.
-        self._policies = PolicyList(policies, changes=self._policies.changes + 1)
+        changes = self._policies.changes if self._policies is not None else 0
+        self._policies = PolicyList(policies, changes=changes + 1)
+
+    @property
+    def own_policies(self) -> PolicyList | None:
+        """``policies`` if this run has (or had) any, else None: read without making the
+        list (the router asks for every command)."""
+        return self._policies
 
     @property
     def status(self) -> RunStatus:
@@ -310,13 +322,17 @@ class RunHandle:
         while self._result is None:  # again if it was reopened before this waiter woke
             loop = asyncio.get_running_loop()
             ended: asyncio.Future[None] = loop.create_future()
+            if self._waiters is None:
+                self._waiters = []
             self._waiters.append((loop, ended))
             try:
                 if self._result is None:  # ended meanwhile, on another thread: no wait
                     await ended
             finally:
-                with contextlib.suppress(ValueError):  # woken: finish took it already
-                    self._waiters.remove((loop, ended))
+                # woken: finish took it already (and the list with it)
+                if self._waiters is not None:
+                    with contextlib.suppress(ValueError):
+                        self._waiters.remove((loop, ended))
         return self._result
 
     def finish(self, result: RunResult) -> None:
@@ -325,7 +341,7 @@ class RunHandle:
             return  # the run ended without this task already: it keeps that end
         self.info.status = result.status
         self._result = result
-        waiters, self._waiters = self._waiters, []
+        waiters, self._waiters = self._waiters, None
         if not waiters:
             return
         try:

@@ -62,8 +62,10 @@ class RunRegistry:
         #: Runs of a thread that took it and are not registered yet, by (tenant, thread).
         self._starting: dict[tuple[str, str], set[str]] = {}
         self._listeners: list[Callable[[RunHandle], None]] = []
-        #: Unfinished runs per root: a tree enters the window when its set empties.
-        self._live: dict[str, set[str]] = {}
+        #: Unfinished runs per root (a dict of ids as a set: a dict of strings is not tracked
+        #: by the cyclic collector, a set always is, and a runtime may hold thousands of
+        #: live trees): a tree enters the window when its dict empties.
+        self._live: dict[str, dict[str, None]] = {}
         #: Finished trees by root, oldest first, and how many runs they hold together.
         self._finished: OrderedDict[str, _Finished] = OrderedDict()
         self._retained = 0
@@ -87,7 +89,7 @@ class RunRegistry:
             self._threads.setdefault(info.thread_id, []).append(info.run_id)
             self._started(info)
         if not info.status.finished:
-            self._live.setdefault(info.root_run_id, set()).add(info.run_id)
+            self._live.setdefault(info.root_run_id, {})[info.run_id] = None
             self._unqueue(info.root_run_id)  # a new run in a finished tree: live again
         for listener in self._listeners:
             listener(handle)
@@ -231,7 +233,7 @@ class RunRegistry:
             ):
                 self._enter_window(root, now)
             return
-        live.discard(info.run_id)
+        live.pop(info.run_id, None)
         if live:
             return
         del self._live[root]

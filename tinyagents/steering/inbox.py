@@ -48,14 +48,16 @@ class Reports(Protocol):
 
 class Inbox:
     """One run's queue. ``depth`` is the run's depth in its tree (the queue orders commands of
-    equal priority by it); ``wake`` nudges the run's execution layer when a command arrives."""
+    equal priority by it); ``wake`` nudges the run's execution layer when a command arrives
+    (None: whoever puts commands nudges it; the router does, and so holds no bound method
+    per run)."""
 
     def __init__(
         self,
         router: Reports,
         *,
         depth: int,
-        wake: Callable[[], None],
+        wake: Callable[[], None] | None = None,
         redirect_conflict: RedirectConflict = RedirectConflict.FIRST_ACCEPTED,
         max_queued: int = DEFAULT_MAX_QUEUED,
     ) -> None:
@@ -98,7 +100,8 @@ class Inbox:
             self._signalled = True
             if self._signal is not None:
                 self._signal.set()
-            self._wake()
+            if self._wake is not None:
+                self._wake()
         return outcome
 
     def take(

@@ -100,7 +100,9 @@ class SteeringQueue:
         self, *, redirect_conflict: RedirectConflict = RedirectConflict.FIRST_ACCEPTED
     ) -> None:
         self.redirect_conflict = RedirectConflict(redirect_conflict)
-        self._heap: list[_Item] = []
+        #: None while nothing is queued (made by a put, dropped by the ``pop_ready`` that
+        #: empties it): an idle queue holds no list for the cyclic collector to walk.
+        self._heap: list[_Item] | None = None
         self._by_id: dict[_Id, _Item] = {}
         #: The queued commands of each conflict kind, by id; a kind's dict is made by its first
         #: put. Most queues never see one, and until then this stays an empty dict the garbage
@@ -171,7 +173,10 @@ class SteeringQueue:
             outcome = PutOutcome(queued=True)
         # ``order_key(cmd, depth)``, the scope and the command, as one tuple (``_Item``)
         item = (depth, -cmd.priority, cmd.created_at, cmd.correlation_id, key[0], cmd)
-        heapq.heappush(self._heap, item)
+        heap = self._heap
+        if heap is None:
+            heap = self._heap = []
+        heapq.heappush(heap, item)
         self._by_id[key] = item
         if kind in _CONFLICT_KINDS:
             self._by_kind.setdefault(kind, {})[key] = item
@@ -282,6 +287,7 @@ class SteeringQueue:
         ready: list[SteeringCommand] = []
         keep: list[_Item] = []
         heap = self._heap
+        assert heap is not None  # a command is queued: a put made it
         by_id, by_kind = self._by_id, self._by_kind
         # ``_deliverable``'s usual answer (a command for the next boundary, not paused) and
         # ``_forget`` inline: this runs for every command taken
@@ -303,7 +309,10 @@ class SteeringQueue:
                         del same_kind[key]
             else:
                 keep.append(item)
-        heap.extend(keep)  # popped in order, so already a valid heap
+        if keep:
+            heap.extend(keep)  # popped in order, so already a valid heap
+        else:
+            self._heap = None
         return ready
 
     def remove(self, cmd: SteeringCommand) -> bool:
@@ -322,7 +331,7 @@ class SteeringQueue:
     def drain(self) -> list[SteeringCommand]:
         """Remove and return everything still pending, in order."""
         out = self.pending()
-        self._heap.clear()
+        self._heap = None
         self._by_id.clear()
         for same_kind in self._by_kind.values():
             same_kind.clear()

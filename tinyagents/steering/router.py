@@ -525,7 +525,7 @@ class SteeringRouter:
         handle.inbox = Inbox(
             self,
             depth=handle.info.depth,
-            wake=handle.wake,
+            # no wake: ``_put`` nudges the run (no bound method kept per run)
             redirect_conflict=redirect_conflict,
             max_queued=self.max_queued,
         )
@@ -882,7 +882,7 @@ class SteeringRouter:
             latest = ctx.latest_checkpoint_id = await handle.driver.latest_checkpoint_id()
             if latest is not None and cmd.checkpoint_id != latest:
                 ctx.checkpoint_known = await handle.driver.has_checkpoint(cmd.checkpoint_id)
-        run_policies = handle.policies
+        run_policies = handle.own_policies
         if run_policies:  # folded once per run (again only if either list changes)
             chain = handle.policy_chain = self.pipeline.chain(run_policies, handle.policy_chain)
         else:
@@ -1136,6 +1136,8 @@ class SteeringRouter:
     def _put(self, tracked: _Tracked, handle: RunHandle) -> None:
         cmd = tracked.cmd
         outcome = handle.inbox.put(cmd, tracked.key)
+        if outcome.queued:  # as the inbox's ``wake`` would, before anything else
+            handle.wake()
         for loser, winner in outcome.superseded:
             self.mark_superseded(loser, winner)
         if outcome.rejected is not None:
