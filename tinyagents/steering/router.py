@@ -112,11 +112,13 @@ class _Tracked(Record):
     #: Events emitted before the command had a run (a thread target with no live run yet):
     #: filed in the run's history once one takes the command.
     early: list[SteeringEvent] | None = None
-    #: The fields all of this command's events share, made of ``events_cmd`` and
-    #: ``events_info``: made again when ``cmd`` (a transform) or ``info`` (the target
-    #: resolved) is replaced.
+    #: The fields all of this command's events share (but the target, actor and kind, read
+    #: from ``events_cmd``), made of ``events_cmd`` and ``events_info``: made again when
+    #: ``cmd`` (a transform) or ``info`` (the target resolved) is replaced.
     events: dict[str, Any] | None = None
     events_cmd: SteeringCommand | None = None
+    #: ``events_cmd``'s payload summary, which all of its events share.
+    summary: dict[str, Any] | None = None
     events_info: RunInfo | None = None
     #: Submitted with a capability this router issued for the command's actor.
     trusted: bool = False
@@ -1216,7 +1218,16 @@ class SteeringRouter:
             or tracked.events_info is not tracked.info
         ):
             events = _events_for(tracked, self.registry)
-        event = SteeringEvent(type=type_, **events, **fields)  # type: ignore[arg-type]
+        cmd = tracked.cmd  # ``events_cmd``, as just checked
+        event = SteeringEvent(
+            type=type_,  # type: ignore[arg-type]
+            target=cmd.target,
+            actor=cmd.actor,
+            kind=cmd.kind,
+            payload_summary=tracked.summary,  # type: ignore[arg-type]  # made with events
+            **events,
+            **fields,
+        )
         self.bus.publish(event)
         run_id = event.run_id
         if run_id is not None:
@@ -1296,13 +1307,11 @@ def _events_for(tracked: _Tracked, registry: RunRegistry) -> dict[str, Any]:
         run_id, root_run_id = info.run_id, info.root_run_id
         parent_run_id, tenant_id = info.parent_run_id, info.tenant_id
         task_id, node_id = task_id or info.task_id, node_id or info.node_id
-    events = {
-        "target": target,
-        "actor": cmd.actor,
-        "kind": cmd.kind,
-        "correlation_id": cmd.correlation_id,
-        "payload_summary": summarize(cmd.payload),
-    }
+    # Text only: not the target, actor and kind, which ``_emit`` reads from ``events_cmd``,
+    # nor the payload's summary (``summary``): a dict of strings is not tracked by the cyclic
+    # collector, and this one lives as long as its command is open (one object fewer for
+    # every queued command).
+    events = {"correlation_id": cmd.correlation_id}
     # The optional fields only when set (None is their default): each of the command's four
     # or so events is built from these keywords, and every one costs the event's __init__.
     # (Written out: a loop over (name, value) pairs built its tuples for every command.)
@@ -1321,6 +1330,7 @@ def _events_for(tracked: _Tracked, registry: RunRegistry) -> dict[str, Any]:
     if cmd.checkpoint_id is not None:
         events["checkpoint_id"] = cmd.checkpoint_id
     tracked.events = events
+    tracked.summary = summarize(cmd.payload)
     tracked.events_cmd, tracked.events_info = cmd, info
     return events
 
