@@ -231,7 +231,7 @@ def test_set_node_defaults_refuses_values_of_the_wrong_kind() -> None:
         {"timeout": "5"},
         {"timeout": timedelta(0)},
     ):
-        with pytest.raises(GraphValidationError, match="^set_node_defaults: "):
+        with pytest.raises(GraphValidationError, match=r"^set_node_defaults: "):
             graph.set_node_defaults(**kwargs)
     assert graph.node_defaults == {}  # nothing taken
     with pytest.raises(GraphValidationError, match="entrypoint"):

@@ -228,9 +228,9 @@ async def test_a_postgres_url_with_a_nul_is_refused_before_connecting(
     """PostgreSQL names hold no NUL: the server answered "invalid startup packet layout" (or
     "invalid byte sequence for encoding") and the store said it "could not open"; the URL is
     refused where it is given, naming the part, and no password is shown."""
+    from tinyagents.store import PostgresStore
     from tinyagents.store.checkpoint import PostgresCheckpointer
     from tinyagents.store.longterm import PostgresGraphStore
-    from tinyagents.store import PostgresStore
 
     for make in (PostgresStore, PostgresCheckpointer, PostgresGraphStore):
         with pytest.raises(ConfigurationError, match=f"its {part} holds a NUL") as caught:
