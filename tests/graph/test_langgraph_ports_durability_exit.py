@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import operator
+import sqlite3
 import sys
 import textwrap
+from contextlib import closing
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
+from graph_exit_flush_worker import dying, fan_out
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langgraph_kit import OURS, THEIRS, cfg, lg_memory
+from services import drop_pg_schemas, pg_schema, postgres_dsn
 
 from tinyagents.errors import ArgumentError
 from tinyagents.graph import Command, StateGraph
@@ -27,6 +31,7 @@ from tinyagents.store.checkpoint import (
     Checkpointer,
     ExitBuffer,
     MemoryCheckpointer,
+    PostgresCheckpointer,
     SqliteCheckpointer,
     WriteRecord,
 )
@@ -397,3 +402,92 @@ async def test_checkpoint_during_is_the_older_spelling() -> None:
     with pytest.raises(ArgumentError, match="True or False"):
         await ours.run({"log": []}, thread_id="x", checkpoint_during="no")  # type: ignore[arg-type]
     assert await cp.latest("x") is None
+
+
+# -- a crash while the run's saves are flushed ------------------------------------------------
+
+
+async def written_frontiers(cp: Checkpointer, thread: str) -> set[str]:
+    """The frontiers the thread has pending writes of, read from the storage itself."""
+    sql = "SELECT DISTINCT frontier_id FROM checkpoint_writes WHERE thread_id = "
+    if isinstance(cp, SqliteCheckpointer):
+        with closing(sqlite3.connect(cp.path)) as db:
+            return {r[0] for r in db.execute(sql + "?", (thread,))}
+    import asyncpg
+
+    assert isinstance(cp, PostgresCheckpointer)
+    conn = await asyncpg.connect(postgres_dsn(), server_settings={"search_path": cp.schema})
+    try:
+        return {r[0] for r in await conn.fetch(sql + "$1", thread)}
+    finally:
+        await conn.close()
+
+
+async def check_left_as_a_sync_run_could(cp: Checkpointer, thread: str) -> None:
+    """What a crash in the flush of a fan-out run left on ``thread``: the oldest checkpoints
+    of a "sync" run's, each but the head with its pending writes, and no writes of a
+    checkpoint not saved; ``run(None)`` then ends the run as the "sync" one ended."""
+    sync = fan_out(MemoryCheckpointer(), [])
+    await sync.run({"log": ["in"]}, thread_id=thread)
+    want = await saved(sync, thread)
+    ran: list[str] = []
+    graph = fan_out(cp, ran)
+    left = await saved(graph, thread)
+    assert left and left == want[len(want) - len(left) :]  # in order, head included
+    frontiers = {c.frontier_id for c in await cp.list(thread)}
+    assert await written_frontiers(cp, thread) <= frontiers  # no write nothing reads
+    result = await graph.run(None, thread_id=thread)
+    assert result.state == {"log": ["in", "a", "b", "b2", "c"]}
+    assert [s[:6] for s in await saved(graph, thread)] == [s[:6] for s in want]
+    assert (await graph.get_state(thread)).values == result.state
+    assert "a" not in ran or len(left) < 3  # a step saved is not run again
+
+
+async def test_a_crash_at_each_item_of_the_flush_leaves_a_sync_runs_thread(
+    tmp_path: Path,
+) -> None:
+    # in this process: the flush stops (a BaseException, as the process ending) after each
+    # of its items in turn, on a real SQLite file, one thread per place
+    class Killed(BaseException):
+        pass
+
+    def kill() -> None:
+        raise Killed
+
+    for after in range(1, 8):  # 5 checkpoints and the 2 pending writes of the fan-out step
+        cp = dying(SqliteCheckpointer, after, kill)(tmp_path / f"{after}.db")  # type: ignore[call-arg]
+        await cp.setup()
+        try:
+            with pytest.raises(Killed):
+                await fan_out(cp, []).run({"log": ["in"]}, thread_id="t", durability="exit")
+            await check_left_as_a_sync_run_could(cp, "t")
+        finally:
+            await cp.aclose()
+
+
+@pytest.mark.parametrize("after", [1, 4])
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_what_a_crash_during_the_flush_leaves(
+    tmp_path: Path, backend: str, after: int
+) -> None:
+    # a real process killed (os._exit) once ``after`` items of the flush are saved: 1, the
+    # run's input checkpoint; 4, then the next two and one of the fan-out step's two writes
+    script = Path(__file__).with_name("graph_exit_flush_worker.py")
+    if backend == "sqlite":
+        cp: Checkpointer = SqliteCheckpointer(tmp_path / "crash.db")
+        where, schema = str(tmp_path / "crash.db"), ""
+    else:
+        where, schema = postgres_dsn(), pg_schema(tmp_path)
+        cp = PostgresCheckpointer(where, schema=schema)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(script), backend, where, schema, str(after),
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 3, err.decode()
+    await cp.setup()
+    try:
+        await check_left_as_a_sync_run_could(cp, "t")
+    finally:
+        await cp.aclose()
+        await drop_pg_schemas()

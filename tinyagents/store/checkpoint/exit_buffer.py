@@ -3,15 +3,22 @@
 
 Every checkpoint and pending write the run makes is held in this process, on top of the
 thread as its checkpointer holds it (reads see both, as if each had been saved), until
-``flush`` writes them all to that checkpointer, in order, when the run ends: completed,
-interrupted, failed or cancelled. A process that dies before then loses everything the run
-did; the thread stays as it was before the run. Steps are not slower for it: no write waits
-for the store until the end.
+``flush`` writes them all to that checkpointer when the run ends: completed, interrupted,
+failed or cancelled. A process that dies before then loses everything the run did; the
+thread stays as it was before the run. Steps are not slower for it: no write waits for the
+store until the end.
+
+``flush`` saves in the order the run made its saves, one save per call as a ``"sync"`` run
+makes them, so a process that dies during the flush leaves the thread as a ``"sync"`` run
+that died at that point would have: its oldest checkpoints, each before the head with its
+pending writes, and no writes of a checkpoint that is not saved. (Not one transaction: the
+SQLite checkpointer's one connection is shared, in autocommit, by every coroutine using it.)
 """
 
 from __future__ import annotations
 
 import builtins
+from collections import deque
 
 from tinyagents.errors import StaleCheckpointError
 from tinyagents.store.checkpoint.base import (
@@ -20,6 +27,7 @@ from tinyagents.store.checkpoint.base import (
     WriteRecord,
     check_limit,
     check_record_keys,
+    read_write,
 )
 from tinyagents.store.checkpoint.memory import MemoryCheckpointer, _row
 
@@ -32,8 +40,11 @@ class ExitBuffer(MemoryCheckpointer):
         super().__init__(snapshot_every=base.snapshot_every)
         self.base = base
         self.described = base.described
-        #: the namespaces saved to, in the order of their first checkpoint here
-        self._order: list[tuple[str, str]] = []
+        #: every save held, in the order made: a checkpoint's (thread, ns) and None (its
+        #: row is the first of ``_chains``' held for it), or pending writes' (thread, ns,
+        #: frontier) and (task, kind, key, JSON) each; emptied by ``flush``
+        self._log: deque[tuple[tuple[str, ...], builtins.list[tuple[str, str, str, str]] | None]]
+        self._log = deque()
 
     # -- checkpoints -----------------------------------------------------------------------
 
@@ -41,6 +52,7 @@ class ExitBuffer(MemoryCheckpointer):
         key = (record.thread_id, record.ns)
         if self._chains.get(key):
             await super().put(record)
+            self._log.append((key, None))
             return
         # the first of its namespace here: on top of the base's head
         self.base.refuse_closed("save a checkpoint")
@@ -54,7 +66,7 @@ class ExitBuffer(MemoryCheckpointer):
                 f"{record.parent_id!r} but the head is {head_id!r}; reload the thread"
             )
         self._chains[key] = [row]
-        self._order.append(key)
+        self._log.append((key, None))
 
     async def latest(self, thread_id: str, ns: str = "") -> CheckpointRecord | None:
         if self._chains.get((thread_id, ns)):
@@ -104,6 +116,16 @@ class ExitBuffer(MemoryCheckpointer):
 
     # -- pending writes --------------------------------------------------------------------
 
+    async def put_writes(
+        self, thread_id: str, ns: str, frontier_id: str, writes: builtins.list[WriteRecord]
+    ) -> None:
+        await super().put_writes(thread_id, ns, frontier_id, writes)
+        if writes:  # as encoded now: a value changed later is not what was written
+            wkey = (thread_id, ns, frontier_id)
+            table = self._writes[wkey]
+            rows = [(w.task_id, w.kind, w.key, table[(w.task_id, w.kind, w.key)]) for w in writes]
+            self._log.append((wkey, rows))
+
     async def put_writes_once(
         self, thread_id: str, ns: str, frontier_id: str, writes: builtins.list[WriteRecord]
     ) -> None:
@@ -126,7 +148,7 @@ class ExitBuffer(MemoryCheckpointer):
         await self.base.delete_thread(thread_id)
         for key in [k for k in self._chains if k[0] == thread_id]:
             del self._chains[key]
-        self._order = [k for k in self._order if k[0] != thread_id]
+        self._log = deque(entry for entry in self._log if entry[0][0] != thread_id)
         for wkey in [k for k in self._writes if k[0] == thread_id]:
             del self._writes[wkey]
 
@@ -155,31 +177,34 @@ class ExitBuffer(MemoryCheckpointer):
         """Drop what is held; ``base`` stays open (it is the caller's)."""
         self._chains.clear()
         self._writes.clear()
-        self._order.clear()
+        self._log.clear()
 
     @property
     def held(self) -> bool:
         """Whether anything is waiting for ``flush``."""
-        return bool(self._order or self._writes)
+        return bool(self._log)
 
     async def flush(self) -> None:
-        """Save everything held to ``base``: the pending writes first (a write of a frontier
-        no saved checkpoint has is never read), then each namespace's checkpoints in order
-        (compare-and-set on their parents, as the run made them). What was saved is no
-        longer held, so a ``flush`` that failed part-way can be called again."""
-        for wkey in builtins.list(self._writes):
-            thread_id, ns, frontier_id = wkey
-            writes = await super().get_writes(thread_id, ns, frontier_id)
-            await self.base.put_writes(thread_id, ns, frontier_id, writes)
-            del self._writes[wkey]
-        while self._order:
-            thread_id, ns = key = self._order[0]
-            rows = self._chains[key]
-            while rows:
-                await self.base.put(CheckpointRecord.from_row(thread_id, ns, rows[0]))
-                rows.pop(0)
-            del self._chains[key]
-            self._order.pop(0)
+        """Save everything held to ``base``, in the order the run saved it (module
+        docstring): each checkpoint compare-and-set on its parent, as the run made it, each
+        ``put_writes`` as it was called. What was saved is no longer held, so a ``flush``
+        that failed part-way can be called again."""
+        log = self._log
+        while log:
+            key, rows = log[0]
+            if rows is None:
+                thread_id, ns = saved = (key[0], key[1])
+                chain = self._chains[saved]
+                await self.base.put(CheckpointRecord.from_row(thread_id, ns, chain[0]))
+                del chain[0]
+                if not chain:
+                    del self._chains[saved]
+            else:
+                thread_id, ns, frontier_id = key
+                writes = [read_write(thread_id, ns, frontier_id, *row) for row in rows]
+                await self.base.put_writes(thread_id, ns, frontier_id, writes)
+            log.popleft()
+        self._writes.clear()  # all in base now, as each was last written
 
 
 __all__ = ["ExitBuffer"]
