@@ -353,6 +353,73 @@ async def test_checkpoints_of_a_run_under_a_runtime() -> None:
     ]
 
 
+def _id(config: Any) -> Any:
+    return config and config["configurable"]["checkpoint_id"]
+
+
+async def test_checkpoints_of_a_started_run_begin_at_its_head() -> None:
+    # handle.stream on a run already under way: its first item is the checkpoint the run is
+    # on (the one its running step started from, with its parent), not the input's nor any
+    # before it; then each checkpoint saved, as the run saves them. debug: the same, and no
+    # task item for the step already running (its result comes)
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def gate(s: X) -> X:
+        entered.set()
+        await release.wait()
+        return {"x": s["x"] * 10}
+
+    graph = (
+        chain(OURS)
+        .add_node("gate", gate)
+        .add_edge("b", "gate")
+        .compile(checkpointer=MemoryCheckpointer())
+    )
+    async with Runtime(testing=True) as rt:
+        handle = await rt.start_graph(graph, {"x": 1}, thread_id="t")
+        await entered.wait()
+        stream = handle.stream(["checkpoints", "debug"])
+        release.set()
+        items = [i async for i in stream]
+        await handle.result()
+    saved = [p for mode, p in items if mode == "checkpoints"]
+    history = await graph.history("t")  # newest first
+    assert [(p["metadata"]["step"], p["next"], p["values"]) for p in saved] == [
+        (2, ["gate"], {"x": 4}),
+        (3, [], {"x": 40}),
+    ]
+    assert [_id(p["config"]) for p in saved] == [h.checkpoint_id for h in history[1::-1]]
+    assert _id(saved[0]["parent_config"]) == history[2].checkpoint_id
+    debug = [(p["type"], p["step"]) for mode, p in items if mode == "debug"]
+    assert debug == [("checkpoint", 2), ("task_result", 3), ("checkpoint", 3)]
+
+
+async def test_checkpoints_of_an_exit_run_are_the_ones_it_saves(
+    checkpointer: Checkpointer,
+) -> None:
+    # durability="exit": the run reads its checkpoints through its ExitBuffer and saves
+    # them at its end; the ids it streamed (checkpoints and debug) are the thread's after
+    graph = chain(OURS).compile(checkpointer=checkpointer)
+    streamed: list[Any] = []
+    for value in ({"x": 1}, {"x": 2}):  # the second run on top of the first's head
+        items = [
+            i
+            async for i in graph.stream(
+                value, thread_id="t", mode=["checkpoints", "debug"], durability="exit"
+            )
+        ]
+        saved = [p for mode, p in items if mode == "checkpoints"]
+        shown = [p["payload"] for mode, p in items if mode == "debug" and p["type"] == "checkpoint"]
+        assert shown == saved and len(saved) == 4
+        streamed += saved
+    history = [h.checkpoint_id for h in reversed(await graph.history("t"))]
+    assert [_id(p["config"]) for p in streamed] == history
+    assert [_id(p["parent_config"]) for p in streamed] == [None, *history[:-1]]
+    for p in streamed:
+        snap = await graph.get_state("t", _id(p["config"]))
+        assert p["values"] == snap.values and p["next"] == list(snap.next)
+
+
 def test_a_bad_mode_names_the_new_ones() -> None:
     with pytest.raises(ConfigurationError, match="checkpoints, debug"):
         chain(OURS).compile().stream({"x": 1}, mode="debugging")
