@@ -491,3 +491,46 @@ async def test_what_a_crash_during_the_flush_leaves(
     finally:
         await cp.aclose()
         await drop_pg_schemas()
+
+
+async def test_a_crash_in_the_flush_of_a_subgraph_run_goes_on_from_where_it_left() -> None:
+    # a sub-graph's checkpoints (its own namespace) are saved between its parent's, as the
+    # run made them; a stop after each item of the flush, then run(None), ends as "sync"
+    class Killed(BaseException):
+        pass
+
+    def kill() -> None:
+        raise Killed
+
+    def build(cp: Checkpointer) -> Any:
+        sub = (
+            StateGraph(Log)
+            .add_node("s1", lambda s: {"log": ["s1"]})
+            .add_node("s2", lambda s: {"log": ["s2"]})
+            .add_edge("__start__", "s1")
+            .add_edge("s1", "s2")
+            .compile(checkpointer=True)
+        )
+        return (
+            StateGraph(Log)
+            .add_node("a", lambda s: {"log": ["a"]})
+            .add_node("sub", sub)
+            .add_node("c", lambda s: {"log": ["c"]})
+            .add_edge("__start__", "a")
+            .add_edge("a", "sub")
+            .add_edge("sub", "c")
+            .compile(checkpointer=cp)
+        )
+
+    sync = build(MemoryCheckpointer())
+    want = (await sync.run({"log": ["in"]}, thread_id="t")).state
+    # the flush: the graph's first 3 checkpoints, its sub-graph's 4, the graph's last 2
+    for after, left in enumerate([1, 2, 3, 3, 3, 3, 3, 4, 5], 1):
+        cp = dying(MemoryCheckpointer, after, kill)()
+        with pytest.raises(Killed):
+            await build(cp).run({"log": ["in"]}, thread_id="t", durability="exit")
+        type(cp).saved = -1_000  # (counts no more)
+        graph = build(cp)
+        assert len(await graph.history("t")) == left
+        assert (await graph.run(None, thread_id="t")).state == want
+        assert await saved(graph, "t") == await saved(sync, "t")
