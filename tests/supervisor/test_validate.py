@@ -327,3 +327,36 @@ def test_a_symlink_that_leads_nowhere_is_said_to_be_one(tmp_path: Path, target: 
     printed = out.getvalue()
     assert "no such file" not in printed and "a symlink" in printed, printed
     assert ("gone.yaml" in printed) == (target == "missing")
+
+
+LONG = "k" * 2000
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"? {LONG}\n: 1\n",  # an unknown key (YAML's explicit key: a plain one is at most 1,024)
+        f"rules:\n  - when: tool_repeated\n    ? {LONG}\n    : 3\n",
+        f"models:\n  ? {LONG}\n  : 3\n",
+        f"rules:\n  - when: {LONG}\n",
+        f"rules:\n  - when: tool_repeated\n    tool: {LONG}\n    count: 2\n",
+        f"model: {LONG}\n",
+        f"model: {LONG}/x\n",
+        f"model: a\nmodels:\n  ? {LONG}\n  : openai/x\n",
+        f"criteria_file: {LONG}.md\nmodel: openai/x\n",
+        f"criteria_file: ../{LONG}\nmodel: openai/x\n",
+        f"models_file: {LONG}.yaml\nmodel: openai/x\n",
+        f"? {'9' * 5000}\n: 1\n",  # a key YAML reads as an integer Python will not print
+    ],
+)
+def test_a_long_name_is_cut_in_every_message(text: str, tmp_path: Path) -> None:
+    """A 2,000-character key (or value naming a file, a model, a tool) was echoed back whole:
+    each message quotes at most ``MAX_QUOTED_ID`` characters of it, saying how long it was."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(text, encoding="utf-8")
+    out = io.StringIO()
+    validate_command(str(spec), out)
+    lines = out.getvalue().splitlines()
+    assert lines
+    assert all(len(line) < 600 for line in lines), [line[:200] for line in lines]
+    assert any("characters" in line for line in lines), lines

@@ -52,6 +52,7 @@ from tinyagents.errors import ConfigurationError
 from tinyagents.harness.litellm_model import api_base_problem, env_name_problem
 from tinyagents.harness.model import Model
 from tinyagents.harness.tools import is_tool_name
+from tinyagents.protocol.ids import shown_id, shown_name
 from tinyagents.protocol.text import encodes_as_utf8, not_blank, shows_nothing
 from tinyagents.supervisor.findings import Finding
 from tinyagents.supervisor.graphs import graph_findings, tool_findings, tools_missing
@@ -228,7 +229,7 @@ def _a_tool_name(value: str) -> str:
     tools a run was granted, each so named: a rule for ``web search`` never fired."""
     if not is_tool_name(value):
         raise ValueError(
-            f"{value!a} is a name no tool can have (1-64 letters, digits, '_' or '-'), so the "
+            f"{shown_id(ascii(value))} is a name no tool can have (1-64 letters, digits, '_' or '-'), so the "
             "rule could never fire: name the tool as the agent's tools list it"
         )
     return value
@@ -282,7 +283,7 @@ def _once_each(values: list[Any]) -> list[Any]:
     seen: set[Any] = set()
     for value in values:
         if value in seen:
-            raise ValueError(f"gives {value!r} twice: give each once")
+            raise ValueError(f"gives {named(value)} twice: give each once")
         seen.add(value)
     return values
 
@@ -380,10 +381,10 @@ class SupervisorSpec(_Strict):
         if isinstance(value, dict):
             for name, entry in value.items():
                 if isinstance(entry, str) and shows_nothing(entry):
-                    raise ValueError(f"model {name!r} must not be blank: name a litellm model")
+                    raise ValueError(f"model {named(name)} must not be blank: name a litellm model")
                 for text in (name, entry):
                     if isinstance(text, str) and not encodes_as_utf8(text):
-                        raise ValueError(f"model {name!r}: {_NOT_UTF8}")
+                        raise ValueError(f"model {named(name)}: {_NOT_UTF8}")
         return value
 
     def _check_whole(self, info: ValidationInfo) -> None:
@@ -410,8 +411,8 @@ class SupervisorSpec(_Strict):
         path = resolved(root / self.criteria_file, "criteria_file")
         if not path.is_relative_to(root):
             raise SupervisorSpecError(
-                f"criteria_file {self.criteria_file!r} resolves to {path}, outside the steering "
-                f"directory {root}; keep criteria files inside it (or set steering_dir)"
+                f"criteria_file {named(self.criteria_file)} resolves to {shown_path(path)}, "
+                f"outside the steering directory {shown_path(root)}; keep criteria files inside it (or set steering_dir)"
             )
         return path
 
@@ -420,7 +421,7 @@ class SupervisorSpec(_Strict):
         path = self.criteria_path(base_dir)
         if path is None:
             return self.criteria or ""
-        return read_text(path, f"criteria_file {self.criteria_file!r} ({path})")
+        return read_text(path, f"criteria_file {named(self.criteria_file)} ({shown_path(path)})")
 
     def effective_pause_max_s(self, default: float | None = None) -> float:
         """``pause_max_s``, else ``default``, else ``TINYAGENTS_PAUSE_MAX_S`` or 300 s."""
@@ -597,7 +598,7 @@ def wrapper_problem(data: Any) -> str | None:
 
 
 def _read_models_file(path: Path, name: str) -> dict[str, str | ModelEntry]:
-    text = read_text(path, f"models_file {name!r} ({path})")
+    text = read_text(path, f"models_file {named(name)} ({shown_path(path)})")
     data, lines = parse_yaml(text, str(path))
     prefix: tuple[str, ...] = ()
     if isinstance(data, dict) and set(data) == {"models"}:
@@ -682,12 +683,13 @@ _MODELS: TypeAdapter[dict[str, str | ModelEntry]] = TypeAdapter(
 
 def describe_error(err: Any) -> str:
     """One pydantic error, in words a newcomer can act on."""
-    where = ".".join(str(p) for p in yaml_loc(err["loc"])) or "spec"
+    path = ".".join(str(p) for p in yaml_loc(err["loc"])) or "spec"
+    where = shown_id(shown_name(path))  # a key of 2,000 characters was echoed whole
     if err["type"] == "extra_forbidden":
-        return f"unknown key {where!r}; check its spelling against docs/supervisor.md"
+        return f"unknown key {named(path)}; check its spelling against docs/supervisor.md"
     if err["type"] == "union_tag_invalid":
         tag = (err.get("ctx") or {}).get("tag")
-        return f"{where}: unknown rule kind {tag!r}; use one of {', '.join(RULE_KINDS)}"
+        return f"{where}: unknown rule kind {named(tag)}; use one of {', '.join(RULE_KINDS)}"
     if err["type"] == "union_tag_not_found":
         return f"{where}: a rule needs 'when' (one of {', '.join(RULE_KINDS)})"
     loc = yaml_loc(err["loc"])
@@ -695,14 +697,26 @@ def describe_error(err: Any) -> str:
         # a key YAML read as a number, a boolean or null ("2024:", "true:", "~:"); pydantic
         # names it by its own spelling ("1" for true), so the message names where it is
         parent = loc[:-1] if err["type"] == "invalid_key" else loc[:-2]
-        said = f"the key {err.get('input')!r} is no text; quote it in the YAML"
-        return f"{'.'.join(str(p) for p in parent)}: {said}" if parent else said
+        said = f"the key {quoted(err.get('input'))} is no text; quote it in the YAML"
+        parent_path = shown_id(shown_name(".".join(str(p) for p in parent)))
+        return f"{parent_path}: {said}" if parent else said
     msg = str(err["msg"])
     if err["type"].startswith("value_error"):
         msg = msg.removeprefix("Value error, ")
     if not err["loc"]:  # a check of the whole spec: its input is the spec, not one value
         return f"{where}: {msg}"
     return f"{where}: {msg} (got {quoted(err.get('input'))})"
+
+
+def named(value: object) -> str:
+    """A name the spec gave (a key, a file, a model), as a message quotes it: its ``repr``,
+    cut to ``MAX_QUOTED_ID`` characters (saying how long it was)."""
+    return shown_id(repr(value))
+
+
+def shown_path(path: Path) -> str:
+    """A resolved path as a message shows it: escaped when not printable, and cut."""
+    return shown_id(shown_name(str(path)))
 
 
 #: How much of a wrong value an error message quotes.
@@ -897,7 +911,7 @@ def _loader() -> Any:
                     raise yaml.constructor.ConstructorError(
                         None,
                         None,
-                        f"duplicate key {key!r} (first on line {line + 1}): give it once",
+                        f"duplicate key {named(key)} (first on line {line + 1}): give it once",
                         key_node.start_mark,
                     )
             return super().construct_mapping(node, deep)

@@ -26,7 +26,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from tinyagents.protocol.ids import shown_name
+from tinyagents.protocol.ids import shown_id, shown_name
 from tinyagents.supervisor.findings import Finding
 from tinyagents.supervisor.graphs import graph_findings, tool_findings
 from tinyagents.supervisor.spec import (
@@ -36,9 +36,11 @@ from tinyagents.supervisor.spec import (
     is_file,
     line_of,
     meant_errors,
+    named,
     not_a_file,
     parse_yaml,
     read_source,
+    shown_path,
     spec_mapping,
     yaml_loc,
 )
@@ -117,7 +119,8 @@ def _warnings(spec: SupervisorSpec, at: LineOf) -> list[Finding]:
         found.append(
             Finding(
                 "warning",
-                f"criteria_file {spec.criteria_file!r} {_missing(path)} ({path}); the judge "
+                f"criteria_file {named(spec.criteria_file)} {_missing(path)} ({shown_path(path)}); "
+                "the judge "
                 "cannot start without it",
                 at("criteria_file"),
             )
@@ -198,7 +201,8 @@ def _model_warnings(spec: SupervisorSpec, at: LineOf) -> list[Finding]:
         return [
             Finding(
                 "warning",
-                f"models_file {spec.models_file!r} {_missing(path)} ({path}); bare model names "
+                f"models_file {named(spec.models_file)} {_missing(path)} ({shown_path(path)}); "
+                "bare model names "
                 "cannot be resolved through it",
                 at("models_file"),
             )
@@ -208,11 +212,12 @@ def _model_warnings(spec: SupervisorSpec, at: LineOf) -> list[Finding]:
     except SupervisorSpecError as exc:
         return [Finding("error", str(exc), at("models_file"))]
     if isinstance(spec.model, str) and "/" not in spec.model and spec.model not in registry:
-        known = f" (it names {sorted(registry)})" if registry else ""
+        names = shown_id(f"[{', '.join(map(named, sorted(registry)))}]")
+        known = f" (it names {names})" if registry else ""
         return [
             Finding(
                 "warning",
-                f"judge model {spec.model!r} is a bare name that is not in the models registry"
+                f"judge model {named(spec.model)} is a bare name that is not in the models registry"
                 f"{known}: add it under 'models' (or to models_file), or write it as litellm "
                 "does, e.g. 'openai/gpt-4o-mini'",
                 at("model"),
@@ -235,11 +240,11 @@ def _provider_warnings(spec: SupervisorSpec, registry: dict[str, Any], at: LineO
     known = litellm_providers()
     if known is None or provider in known:
         return []
-    via = "" if entry is None else f" (model {spec.model!r} names {target!r})"
+    via = "" if entry is None else f" (model {named(spec.model)} names {named(target)})"
     return [
         Finding(
             "warning",
-            f"judge model {shown_name(target)!r}{via}: {shown_name(provider)!r} is not one of "
+            f"judge model {named(target)}{via}: {named(provider)} is not one of "
             "litellm's providers, so its first call will fail; write it as litellm does, "
             "e.g. 'openai/gpt-4o-mini' (an OpenAI-compatible server: 'openai/<model>' with "
             "api_base)",
