@@ -234,8 +234,9 @@ async def test_the_api_docs_page_loads_nothing_from_another_host(base_url: str) 
     )
     parser = Assets()
     parser.feed(page.text)
-    # one link, to the document beside it; nothing else (scripts, styles) from anywhere
-    assert parser.urls == ["openapi.json"], f"the docs page loads {parser.urls}"
+    # one link, to the document beside it, and an icon of no bytes; nothing else (scripts,
+    # styles) from anywhere
+    assert parser.urls == ["data:,", "openapi.json"], f"the docs page loads {parser.urls}"
     assert "api-docs.html" in {p.name for p in STATIC.iterdir()}  # package data: *.html
     assert '"openapi.json"' in page.text  # beside it, wherever the API is mounted
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
@@ -258,3 +259,33 @@ async def test_the_api_docs_file_beside_the_console_leads_to_the_docs_page(
         assert page.status_code == 200 and str(page.url).endswith("/api/agents/docs")
         assert "script-src" not in page.headers["content-security-policy"]
         assert page.text == (await client.get("/api/agents/docs")).text
+
+
+class Icons(HTMLParser):
+    """The ``href`` of every ``<link rel="icon">`` of a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str | None] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag == "link" and "icon" in (found.get("rel") or "").lower().split():
+            self.hrefs.append(found.get("href"))
+
+
+@pytest.mark.parametrize("path", ["/", "/api/agents/docs"])
+async def test_a_page_names_its_icon_so_the_browser_asks_for_no_favicon(
+    base_url: str, path: str
+) -> None:
+    # a page that names no icon makes the browser ask for /favicon.ico, which this server
+    # answers 404: every load of the API docs page logged that 404 in the browser's console
+    import httpx
+
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        page = await client.get(path)
+        assert page.status_code == 200
+        assert (await client.get("/favicon.ico")).status_code == 404  # why the icon is named
+    parser = Icons()
+    parser.feed(page.text)
+    assert parser.hrefs == ["data:,"], f"{path} names the icons {parser.hrefs}"
