@@ -8,7 +8,9 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
+import anyio
 import httpx
 import pytest
 
@@ -21,14 +23,18 @@ EVENTS = "/api/agents/events"
 
 @contextlib.asynccontextmanager
 async def server(
-    tmp_path: Path, **limits: int
+    tmp_path: Path, *, controls: list[Control] | None = None, **limits: int
 ) -> AsyncIterator[tuple[httpx.AsyncClient, dict[str, dict[str, str]]]]:
+    """A server on a SQLite store; its ``Control`` is appended to ``controls`` if given."""
     store = SqliteStore(tmp_path / "runs.db")
     await store.open()
     auth = Auth(Auth.generate_key())
     sock = bind("127.0.0.1", 0)
     try:
-        app = create_app(Control(store=store), auth=auth, console=False, **limits)
+        control = Control(store=store)
+        if controls is not None:
+            controls.append(control)
+        app = create_app(control, auth=auth, console=False, **limits)
         async with serving(app, sock):
             host, port = sock.getsockname()[:2]
             async with httpx.AsyncClient(base_url=f"http://{host}:{port}", timeout=60) as client:
@@ -139,3 +145,48 @@ def test_the_bounds_are_whole_numbers_of_at_least_one(bad: object) -> None:
         create_app(control, auth=None, max_streams=bad)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="max_streams_per_user must"):
         create_app(control, auth=None, max_streams_per_user=bad)  # type: ignore[arg-type]
+
+
+async def test_a_stream_gives_its_place_back_as_its_client_is_known_gone(tmp_path: Path) -> None:
+    """A client that closed its stream and at once opened another was sometimes answered 429:
+    the closed stream's place came back only once the stream had unwound (its cancellation
+    reaching it inside a store read, and out again), some turns of the loop after the server
+    read the close. The place is given back as the disconnect is read. Here the stream's read
+    of the log, once cancelled, waits (shielded) to be let go: the new stream is let through
+    meanwhile."""
+    entered, cancelled, let_go = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    controls: list[Control] = []
+    async with server(tmp_path, controls=controls, max_streams_per_user=1) as (client, tokens):
+        [app_control] = controls
+        read_events = app_control.read_events
+        hold = False
+
+        async def held(**kw: Any) -> Any:
+            if not hold:
+                return await read_events(**kw)
+            entered.set()
+            try:
+                await asyncio.Event().wait()  # until the stream is cancelled
+            except asyncio.CancelledError:
+                cancelled.set()
+                # starlette cancels through an anyio scope, which cancels again at every
+                # await: only a shielded wait holds the unwinding off
+                with anyio.CancelScope(shield=True):
+                    await let_go.wait()
+                raise
+            raise AssertionError("unreachable")
+
+        app_control.read_events = held  # type: ignore[method-assign]
+        try:
+            async with asyncio.timeout(30):  # a bound on the waits, not a timing
+                hold = True
+                async with contextlib.AsyncExitStack() as first:
+                    assert (await open_stream(client, first, tokens["alice"])).status_code == 200
+                    await entered.wait()  # the stream is inside its read of the log
+                hold = False
+                await cancelled.wait()  # the server read the close: it cancelled the stream
+                async with contextlib.AsyncExitStack() as second:
+                    again = await open_stream(client, second, tokens["alice"])
+                    assert again.status_code == 200, again.headers
+        finally:
+            let_go.set()

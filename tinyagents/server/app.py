@@ -1980,8 +1980,10 @@ def create_app(
 
     class EventStream(StreamingResponse):
         """An event stream that holds its place among the open streams until its answer is
-        over: sent, cut by its client, or never begun (a generator that never started would
-        run no ``finally``, and would never give its place back)."""
+        over: sent, or never begun (a generator that never started would run no ``finally``,
+        and would never give its place back), or until its client is known gone: the
+        ``http.disconnect`` message gives the place back as it is read, before the stream
+        unwinds (a stream cut mid-backlog held it while its cancellation reached it)."""
 
         def __init__(
             self, stream: AsyncGenerator[str, None], *, release: Callable[[], None], **kw: Any
@@ -1989,12 +1991,24 @@ def create_app(
             super().__init__(stream, **kw)
             self.stream = stream
             self.release = release
+            self.released = False
+
+        def give_back(self) -> None:
+            if not self.released:
+                self.released = True
+                self.release()
 
         async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            async def watched() -> Any:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    self.give_back()
+                return message
+
             try:
-                await super().__call__(scope, receive, send)
+                await super().__call__(scope, watched, send)
             finally:
-                self.release()
+                self.give_back()
                 await self.stream.aclose()
 
     @router.post(
