@@ -204,13 +204,18 @@ class SubAgentSession(Record):
 
     async def _send(self, text: str, **kw: Any) -> Any:
         await self._catch_up()
-        agent = self.subagent.agent
-        history = list(self.messages)
-        if not history and agent.instruction_text and not agent.instruction_functions:
-            history.append(Message(role="system", content=agent.instruction_text))
+        # The first turn starts as a plain run of the agent does (an empty history: the run
+        # writes its system prompt, with its system prompt and instruction functions); later
+        # turns continue its transcript, that one system message leading.
         kw.setdefault("thread_id", self.thread_id)
         handle = await start_agent_run(
-            self.runtime, agent, text, parent=self.parent, history=history, hold_thread=True, **kw
+            self.runtime,
+            self.subagent.agent,
+            text,
+            parent=self.parent,
+            history=list(self.messages),
+            hold_thread=True,
+            **kw,
         )
         self.runs.append(handle.run_id)
         result = await _wait(self.runtime, handle, "SubAgentSession.send")
