@@ -50,7 +50,7 @@ FACTORIES: dict[str, Any] = {
     "SteeringRejected": lambda cls: cls(
         SteeringReceipt.issue(ReceiptStatus.REJECTED, "c-1", "r-1", "forbidden", "authority")
     ),
-    "ThreadBusy": lambda cls: cls("t-1"),
+    "ThreadBusy": lambda cls: cls("t-1", held_by="r-1"),
     "TaskCancelled": lambda cls: cls("cancelled by steering", {"t-1": "a"}),
     "JudgeError": lambda cls: cls("no verdict", usage=None),
     "SupervisorSpecError": lambda cls: cls("invalid rule", line=3, source="spec.yaml"),

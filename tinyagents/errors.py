@@ -241,14 +241,17 @@ class ReceiptTimeout(StoreError):
 
 
 class ThreadBusy(StoreError):
-    """Another run is already writing this thread; wait for it or fork the thread."""
+    """Another run is already writing this thread; wait for it or fork the thread.
+    ``held_by``: that run's id, when it is known (a runtime's own runs of an agent thread)."""
 
-    def __init__(self, thread_id: str) -> None:
+    def __init__(self, thread_id: str, *, held_by: str | None = None) -> None:
+        writer = f" (run {held_by})" if held_by is not None else ""
         super().__init__(
-            f"thread {thread_id!r} already has a running writer; wait for it to finish "
-            "or fork the thread"
+            f"thread {thread_id!r} already has a running writer{writer}; wait for it to "
+            "finish or fork the thread"
         )
         self.thread_id = thread_id
+        self.held_by = held_by
 
 
 class LeaseExpired(StoreError):

@@ -30,6 +30,7 @@ from tinyagents.protocol import (
 )
 from tinyagents.runs import RunStatus
 from tinyagents.runtime import Runtime
+from tinyagents.steering.inbox import LATE
 from tinyagents.testkit import EventRecorder, FunctionModel, Gate, ScriptedModel, reply
 
 WORKER = Path(__file__).with_name("session_thread_crash_worker.py")
@@ -377,3 +378,48 @@ async def test_a_thread_instruction_reaches_the_turn_that_holds_the_thread(rt: R
     await first.send("three")  # waits for the turn the instruction reopened, if it did
     assert any("cite the source" in text for text in seen)
     assert any("cite the source" in str(m.content) for m in first.messages)
+
+
+async def test_a_reopen_refused_for_a_busy_thread_says_which_run_holds_it(rt: Runtime) -> None:
+    """The END_OF_TURN message that cannot reopen a finished turn (another session's turn
+    holds the thread) failed with the generic late reason, as if the run were simply over:
+    the reason now says the thread is busy and which run holds it."""
+    recorder = EventRecorder()
+    rt.bus.add_sink(recorder)
+    first = chat(ScriptedModel([reply("one")])).session(runtime=rt, thread_id="t-15")
+    assert await first.send("hi") == "one"
+    gate = Gate("second")
+    second = chat(held(gate, "two")).session(runtime=rt, thread_id="t-15")
+    turn = asyncio.ensure_future(second.send("hi"))
+    await gate.entered.wait()
+    receipt = await rt.submit(end_of_turn_instruction(first.runs[0]))
+    (holder,) = second.runs
+    (failed,) = [
+        e
+        for e in recorder.events
+        if e.type == "steering.failed" and e.correlation_id == receipt.correlation_id
+    ]
+    assert failed.reason is not None
+    assert "thread 't-15' is busy" in failed.reason
+    assert f"run {holder}" in failed.reason
+    assert failed.reason.startswith(LATE)  # still a late command: it was not delivered
+    gate.open()
+    assert await turn == "two"
+
+
+async def test_thread_busy_names_the_run_that_holds_the_thread(rt: Runtime) -> None:
+    gate = Gate("first")
+    first = chat(held(gate)).session(runtime=rt, thread_id="t-16")
+    turn = asyncio.ensure_future(first.send("one"))
+    await gate.entered.wait()
+    (holder,) = first.runs
+    for start in (
+        lambda: chat(ScriptedModel([reply("x")])).session(runtime=rt, thread_id="t-16").send("x"),
+        lambda: rt.start(Agent("plain", ScriptedModel([reply("x")])), "x", thread_id="t-16"),
+    ):
+        with pytest.raises(ThreadBusy) as busy:
+            await start()
+        assert busy.value.held_by == holder
+        assert holder in str(busy.value)
+    gate.open()
+    await turn

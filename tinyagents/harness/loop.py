@@ -129,6 +129,7 @@ from tinyagents.runs.info import (
 )
 from tinyagents.runs.limits import RunLimits
 from tinyagents.runs.registry import check_parent_open, parent_run_id
+from tinyagents.steering.inbox import LATE
 
 if TYPE_CHECKING:
     from tinyagents.events.bus import Subscription
@@ -1816,19 +1817,24 @@ class AgentRun(RunDriver):
         await self._finish_run(result)
         return True
 
-    def _takes_thread_again(self) -> bool:
-        """Whether the run, reopened for another turn, is a writer of its thread again: not
-        while a session's turn holds it (nor, for a turn that held it, while another run of
-        the thread runs): the message fails as a late one, rather than two writers."""
+    def _thread_busy(self) -> str | None:
+        """Why the run, reopened for another turn, cannot be a writer of its thread again
+        (None: it can, and has taken it): a session's turn holds it (or, for a turn that
+        held it, another run of the thread runs). The message then fails as a late one
+        saying so, rather than two writers."""
         if self.info.thread_id is None:
-            return True
+            return None
         try:
             self.runtime.runs.take_thread(self.info, hold=self.holds_thread, started=True)
-        except ThreadBusy:
-            return False
-        return True
+        except ThreadBusy as busy:
+            writer = f"run {busy.held_by} is writing it" if busy.held_by else "another run"
+            return (
+                f"{LATE} (not reopened: thread {busy.thread_id!r} is busy, {writer}; send it "
+                "again once that run has ended)"
+            )
+        return None
 
-    async def on_late_command(self, cmd: SteeringCommand) -> bool:
+    async def on_late_command(self, cmd: SteeringCommand) -> bool | str:
         """An END_OF_TURN message after the run completed gives the agent another turn, if
         its budget has a model call left for it: a turn its budget would refuse before any
         request turned the completed answer into ``limit_exceeded`` for a message the model
@@ -1836,15 +1842,18 @@ class AgentRun(RunDriver):
         being cancelled, or that ended cancelled (``_cancelled_above``): that cancel passed
         over the run, completed then, and the turn was work below it that nobody stopped.
         Below a run its operator paused, the turn is held by that pause
-        (``join_holds_above``) before it starts."""
+        (``join_holds_above``) before it starts. A run whose thread another writer holds
+        is not reopened: the message fails saying so (``_thread_busy``)."""
         if (
             cmd.delivery is SteeringDelivery.END_OF_TURN
             and cmd.kind in MESSAGE_KINDS
             and self.handle.status is RunStatus.COMPLETED
             and model_call_left(self.info, self.runtime.runs.tree)
             and not _cancelled_above(self.runtime, self.info)
-            and self._takes_thread_again()
         ):
+            busy = self._thread_busy()
+            if busy is not None:
+                return busy
             self.handle.reopen()
             # Its run.started said whose run this is; a trace or a log that closed the run at
             # its end starts the turn from this event alone, so it says it again.

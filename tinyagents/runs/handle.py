@@ -98,9 +98,10 @@ class RunDriver:
         False if the execution layer cannot; the runtime then ends the run itself."""
         return False
 
-    async def on_late_command(self, cmd: SteeringCommand) -> bool:
+    async def on_late_command(self, cmd: SteeringCommand) -> bool | str:
         """A command arrived after the run's last boundary. Return True if it was taken
-        (e.g. an END_OF_TURN instruction starting another turn); False fails it."""
+        (e.g. an END_OF_TURN instruction starting another turn); False fails it as late; a
+        text fails it with that reason (why it could not be taken)."""
         return False
 
     async def latest_checkpoint_id(self) -> str | None:

@@ -160,11 +160,14 @@ class RunRegistry:
         key = (info.tenant_id, thread_id)
         holder = self._held.get(key)
         if holder is not None and holder.run_id != info.run_id and not holder.status.finished:
-            raise ThreadBusy(thread_id)
+            raise ThreadBusy(thread_id, held_by=holder.run_id)
         starting = self._starting.get(key)
         if hold:
-            if starting or self.for_thread(thread_id, info.tenant_id) is not None:
-                raise ThreadBusy(thread_id)
+            if starting:
+                raise ThreadBusy(thread_id, held_by=min(starting))
+            writer = self.for_thread(thread_id, info.tenant_id)
+            if writer is not None:
+                raise ThreadBusy(thread_id, held_by=writer.run_id)
             self._held[key] = info
         if not started:
             self._starting.setdefault(key, set()).add(info.run_id)

@@ -1130,9 +1130,11 @@ class SteeringRouter:
             self._ended_in.pop(key, None)
 
     async def _enqueue(self, tracked: _Tracked, handle: RunHandle) -> None:
-        if handle.status.finished and not await handle.driver.on_late_command(tracked.cmd):
-            self._finish(tracked, "failed", reason=LATE)
-            return
+        if handle.status.finished:
+            taken = await handle.driver.on_late_command(tracked.cmd)
+            if taken is not True:
+                self._finish(tracked, "failed", reason=taken if isinstance(taken, str) else LATE)
+                return
         self._put(tracked, handle)
 
     def _put(self, tracked: _Tracked, handle: RunHandle) -> None:
