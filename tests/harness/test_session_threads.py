@@ -423,3 +423,102 @@ async def test_thread_busy_names_the_run_that_holds_the_thread(rt: Runtime) -> N
         assert holder in str(busy.value)
     gate.open()
     await turn
+
+
+async def test_a_long_thread_still_refuses_and_permits_its_writers() -> None:
+    """300 finished turns kept on a thread (the registry keeps up to 1,000 finished runs):
+    each start found the thread's writer by walking every run kept on it; it now looks at
+    the thread's unfinished runs only. What it decides is the same: the turn under way is
+    the writer (of a session, a plain run, a thread command), a finished turn reopened by
+    END_OF_TURN is one again, and the newest of plain runs side by side is the one found."""
+    gate = Gate("turn 301")
+    turns = 0
+
+    async def model(_: Any) -> str:
+        nonlocal turns
+        turns += 1
+        if turns == 301:
+            await gate.wait()
+        return f"answer {turns}"
+
+    async with Runtime(testing=True) as rt:
+        session = chat(FunctionModel(model)).session(runtime=rt, thread_id="t-long")
+        for _ in range(300):
+            await session.send("hi")
+        assert rt.runs.for_thread("t-long") is None
+        turn = asyncio.ensure_future(session.send("hi"))
+        await gate.entered.wait()
+        writer = session.runs[-1]
+        handle = rt.runs.for_thread("t-long")
+        assert handle is not None and handle.run_id == writer
+        with pytest.raises(ThreadBusy) as busy:
+            await (
+                chat(ScriptedModel([reply("x")])).session(runtime=rt, thread_id="t-long").send("x")
+            )
+        assert busy.value.held_by == writer
+        with pytest.raises(ThreadBusy):
+            await rt.start(Agent("plain", ScriptedModel([reply("x")])), "x", thread_id="t-long")
+        command = SteeringCommand(
+            target=SteeringTarget.thread("t-long"),
+            actor=OPERATOR,
+            kind=SteeringKind.ADD_INSTRUCTION,
+            payload={"text": "be brief"},
+        )
+        assert (await rt.submit(command)).run_id == writer
+        gate.open()
+        assert await turn == "answer 302"  # the instruction took one more request
+        assert rt.runs.for_thread("t-long") is None
+        # plain runs share the thread: the newest unfinished one is its writer
+        gates = [Gate("older"), Gate("newer")]
+        older, newer = [
+            await rt.start(Agent("plain", held(g)), "x", thread_id="t-long") for g in gates
+        ]
+        await gates[0].entered.wait()
+        await gates[1].entered.wait()
+        assert rt.runs.for_thread("t-long") is newer
+        with pytest.raises(ThreadBusy) as busy:
+            await session.send("hi")
+        assert busy.value.held_by == newer.run_id
+        gates[1].open()
+        await newer.result()
+        assert rt.runs.for_thread("t-long") is older
+        gates[0].open()
+        await older.result()
+        # a finished turn that END_OF_TURN steering reopens is the thread's writer again
+        again = Gate("reopened")
+        first = chat(held(again, "reopened")).session(runtime=rt, thread_id="t-other")
+        turn = asyncio.ensure_future(first.send("hi"))
+        await again.entered.wait()
+        again.open()
+        await turn
+        again = Gate("reopened again")
+        first.subagent.agent.model = held(again, "reopened")
+        (run_id,) = first.runs
+        assert (await rt.submit(end_of_turn_instruction(run_id))).status.value == "accepted"
+        await again.entered.wait()
+        reopened = rt.runs.for_thread("t-other")
+        assert reopened is not None and reopened.run_id == run_id
+        with pytest.raises(ThreadBusy) as busy:
+            await (
+                chat(ScriptedModel([reply("x")])).session(runtime=rt, thread_id="t-other").send("x")
+            )
+        assert busy.value.held_by == run_id
+        again.open()
+        await reopened.result()
+        assert rt.runs.for_thread("t-other") is None
+
+
+async def test_a_threads_index_is_released_with_its_runs() -> None:
+    """What the registry keeps per thread shrinks as its runs are released."""
+    async with Runtime(retain_finished=5) as rt:
+        session = chat(FunctionModel(lambda _: "ok")).session(runtime=rt, thread_id="t-kept")
+        for _ in range(40):
+            await session.send("hi")
+        assert len(rt.runs) == 5
+        assert len(rt.runs._threads["t-kept"]) == 5
+        assert "t-kept" not in rt.runs._open
+    async with Runtime(retain_finished=0) as rt:
+        session = chat(FunctionModel(lambda _: "ok")).session(runtime=rt, thread_id="t-gone")
+        for _ in range(10):
+            await session.send("hi")
+        assert len(rt.runs) == 0 and not rt.runs._threads and not rt.runs._open

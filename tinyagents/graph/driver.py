@@ -386,7 +386,7 @@ async def start_graph_run(
             )
         ]
         if run_id in runtime.runs:
-            handle.reopen()
+            runtime.runs.reopen(handle)
         else:
             if parent_handle is not None:  # or while the input was applied
                 check_parent_open(parent_handle.info)

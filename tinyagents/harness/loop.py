@@ -1854,7 +1854,7 @@ class AgentRun(RunDriver):
             busy = self._thread_busy()
             if busy is not None:
                 return busy
-            self.handle.reopen()
+            self.runtime.runs.reopen(self.handle)
             # Its run.started said whose run this is; a trace or a log that closed the run at
             # its end starts the turn from this event alone, so it says it again.
             self.emit(

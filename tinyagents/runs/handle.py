@@ -357,7 +357,8 @@ class RunHandle:
                     loop.call_soon_threadsafe(_wake, waiter)
 
     def reopen(self) -> None:
-        """The run takes another turn after it had finished (END_OF_TURN steering)."""
+        """The run takes another turn after it had finished (END_OF_TURN steering). A
+        registered run is reopened through ``RunRegistry.reopen``, which finds it again."""
         self._result = None
         self.info.status = RunStatus.RUNNING
 

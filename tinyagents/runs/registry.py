@@ -11,6 +11,7 @@ and neither is a run something still waits on (the ``busy`` set the runtime pass
 from __future__ import annotations
 
 import builtins
+import itertools
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -55,7 +56,14 @@ class RunRegistry:
         self.retain_finished = retain_finished
         self.retain_finished_s = retain_finished_s
         self._handles: dict[str, RunHandle] = {}
-        self._threads: dict[str, list[str]] = {}
+        #: The runs kept of each thread, each with its registration number (the order of
+        #: ``_open``); shrinks as they are released.
+        self._threads: dict[str, dict[str, int]] = {}
+        self._registered = itertools.count()
+        #: The unfinished runs of each thread, oldest registered first: a turn's start looks
+        #: at these alone (``for_thread``), not at every finished run kept on the thread.
+        #: A run leaves as it finishes (``finished``), comes back if reopened (``reopen``).
+        self._open: dict[str, dict[str, RunHandle]] = {}
         #: A session turn's hold on its thread, by (tenant, thread): the holding run's info
         #: (free again once it has finished: a turn reopened by steering holds it again).
         self._held: dict[tuple[str, str], RunInfo] = {}
@@ -86,7 +94,9 @@ class RunRegistry:
         self.tree.add(info)
         self._handles[info.run_id] = handle
         if info.thread_id is not None:
-            self._threads.setdefault(info.thread_id, []).append(info.run_id)
+            self._threads.setdefault(info.thread_id, {})[info.run_id] = next(self._registered)
+            if not info.status.finished:
+                self._open.setdefault(info.thread_id, {})[info.run_id] = handle
             self._started(info)
         if not info.status.finished:
             self._live.setdefault(info.root_run_id, {})[info.run_id] = None
@@ -140,13 +150,28 @@ class RunRegistry:
     def for_thread(self, thread_id: str, tenant_id: str | None = None) -> RunHandle | None:
         """The newest run on the thread that has not finished, if any (of ``tenant_id``'s
         runs only, when given: thread ids are the tenants' own, two may use the same one)."""
-        for run_id in reversed(self._threads.get(thread_id, ())):
-            handle = self._handles[run_id]
-            if not handle.status.finished and (
-                tenant_id is None or handle.info.tenant_id == tenant_id
-            ):
-                return handle
+        open_runs = self._open.get(thread_id)
+        if open_runs:
+            for handle in reversed(open_runs.values()):
+                if not handle.status.finished and (
+                    tenant_id is None or handle.info.tenant_id == tenant_id
+                ):
+                    return handle
         return None
+
+    def reopen(self, handle: RunHandle) -> None:
+        """Run ``handle``, finished, takes another turn (END_OF_TURN steering, a graph
+        run continued under its id): it is running again, and its thread's writer if it
+        is the newest unfinished run of it."""
+        handle.reopen()
+        thread_id = handle.info.thread_id
+        if thread_id is None or handle.run_id not in self._handles:
+            return
+        open_runs = self._open.setdefault(thread_id, {})
+        open_runs[handle.run_id] = handle
+        order = self._threads[thread_id]
+        if len(open_runs) > 1:  # back in its place: the order the runs were registered in
+            self._open[thread_id] = dict(sorted(open_runs.items(), key=lambda i: order[i[0]]))
 
     def take_thread(self, info: RunInfo, *, hold: bool, started: bool = False) -> None:
         """Run ``info`` (of a thread) is starting: ``ThreadBusy`` if a session's turn holds
@@ -224,6 +249,8 @@ class RunRegistry:
         """``handle``'s run has finished: if it was its tree's last live run, the tree enters
         the retention window (as its newest entry)."""
         info = handle.info
+        if info.thread_id is not None:
+            self._close_on_thread(info)
         root = info.root_run_id
         live = self._live.get(root)
         if live is None:
@@ -243,6 +270,13 @@ class RunRegistry:
         if root in self.tree:
             self._unqueue(root)
             self._enter_window(root, now)
+
+    def _close_on_thread(self, info: RunInfo) -> None:
+        """Run ``info`` finished or was released: no longer one of its thread's open runs."""
+        open_runs = self._open.get(info.thread_id or "")
+        if open_runs is not None and open_runs.pop(info.run_id, None) is not None:
+            if not open_runs:
+                del self._open[info.thread_id or ""]
 
     def _enter_window(self, root: str, now: float) -> None:
         runs = 1 + len(self.tree.descendants(root))
@@ -314,10 +348,9 @@ class RunRegistry:
             self._handles.pop(info.run_id, None)
             if info.thread_id is not None:
                 runs = self._threads.get(info.thread_id)
-                if runs is not None and info.run_id in runs:
-                    runs.remove(info.run_id)
-                    if not runs:
-                        del self._threads[info.thread_id]
+                if runs is not None and runs.pop(info.run_id, None) is not None and not runs:
+                    del self._threads[info.thread_id]
+                self._close_on_thread(info)
                 key = (info.tenant_id, info.thread_id)
                 holder = self._held.get(key)
                 if holder is not None and holder.run_id == info.run_id:
