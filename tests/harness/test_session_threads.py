@@ -522,3 +522,34 @@ async def test_a_threads_index_is_released_with_its_runs() -> None:
         for _ in range(10):
             await session.send("hi")
         assert len(rt.runs) == 0 and not rt.runs._threads and not rt.runs._open
+
+
+async def test_a_reopened_older_run_does_not_pass_a_newer_one_of_its_thread(rt: Runtime) -> None:
+    """Plain runs share a thread: an older one reopened by END_OF_TURN steering while a newer
+    one runs is unfinished again, but the newer one stays the thread's newest run, as the
+    walk over every run kept on the thread, in the order they were registered, found it."""
+    calls = 0
+    again = Gate("older again")
+
+    async def older_model(_: Any) -> str:
+        nonlocal calls
+        calls += 1
+        if calls > 1:
+            await again.wait()
+        return "older"
+
+    older = await rt.start(Agent("older", FunctionModel(older_model)), "x", thread_id="t-17")
+    await older.result()
+    gate = Gate("newer")
+    newer = await rt.start(Agent("newer", held(gate)), "x", thread_id="t-17")
+    await gate.entered.wait()
+    assert (await rt.submit(end_of_turn_instruction(older.run_id))).status.value == "accepted"
+    await again.entered.wait()
+    assert older.status is RunStatus.RUNNING
+    assert rt.runs.for_thread("t-17") is newer
+    gate.open()
+    await newer.result()
+    assert rt.runs.for_thread("t-17") is older
+    again.open()
+    await older.result()
+    assert rt.runs.for_thread("t-17") is None
