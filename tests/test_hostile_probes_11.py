@@ -9,6 +9,7 @@ Each test is a probe that found something (named in its docstring) or holds a de
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -99,8 +100,21 @@ def _nested(depth: int) -> dict[str, Any]:
     return value
 
 
+@pytest.fixture
+def default_recursion_limit() -> Any:
+    """Python's default recursion limit (1000) for the test: 5000 levels are past it. A whole
+    run may have raised it (a library or an earlier test), and under a limit of 20,000 the
+    5000-deep value is JSON that encodes, so there was nothing to refuse."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
+
+
 async def test_a_value_nested_past_the_recursion_limit_is_refused_and_nothing_is_stored(
-    graph_store: GraphStore,
+    graph_store: GraphStore, default_recursion_limit: None
 ) -> None:
     """Found: a value nested 5000 dicts deep broke the store's check with Python's bare
     ``RecursionError``. Now the ``ArgumentError`` of every value JSON cannot hold, saying
@@ -119,7 +133,7 @@ async def test_a_value_nested_past_the_recursion_limit_is_refused_and_nothing_is
 
 
 async def test_a_search_filter_nested_past_the_recursion_limit_is_refused(
-    graph_store: GraphStore,
+    graph_store: GraphStore, default_recursion_limit: None
 ) -> None:
     """Found: ``asearch(ns, filter=...)`` with a filter of nested fields 5000 deep broke the
     filter's check with Python's bare ``RecursionError``. Now an ``ArgumentError`` saying so;
@@ -185,7 +199,7 @@ async def cache(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     "value", [object(), {"a": {1, 2}}, _nested(5000)], ids=["obj", "set", "deep"]
 )
 async def test_a_cache_value_json_cannot_hold_is_refused_and_nothing_is_stored(
-    cache: Any, value: Any
+    cache: Any, value: Any, default_recursion_limit: None
 ) -> None:
     """Found: ``cache.set({key: (object(), None)})`` (``InMemoryCache`` and ``SqliteCache``)
     was ``json``'s bare ``TypeError`` (a value nested too deep, a bare ``RecursionError``).
