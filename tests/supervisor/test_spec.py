@@ -422,6 +422,26 @@ def test_an_api_base_with_a_bad_port_is_refused_naming_the_line(base: str) -> No
 
 
 @pytest.mark.parametrize(
+    "host",
+    ["a" * 64 + ".example", "x" * 2000, ".".join(["a" * 50] * 6)],
+    ids=["label", "2000", "name"],
+)
+def test_an_api_base_whose_host_no_dns_name_can_be_is_refused_naming_the_line(host: str) -> None:
+    """A host of 2,000 characters (or a label past 63) was taken, and the judge failed only
+    when first called, on a name no resolver takes; the message is cut, not the whole URL."""
+    base = f"http://{host}/v1"
+    with pytest.raises(SupervisorSpecError, match="host name") as caught:
+        SupervisorSpec.from_yaml(f"model: openai/x\napi_base: '{base}'\n")
+    assert caught.value.line == 2
+    assert len(str(caught.value)) < 500
+    with pytest.raises(ConfigurationError, match="host name") as refused:
+        LiteLLMModel("openai/x", api_base=base)
+    assert len(str(refused.value)) < 500
+    longest = ".".join(["a" * 63] * 3) + ".example"  # 200 characters, each label 63
+    assert SupervisorSpec(model="openai/x", api_base=f"https://{longest}/v1").api_base
+
+
+@pytest.mark.parametrize(
     ("build", "words"),
     [
         (lambda: SupervisorSpec(every_n_iterations=0), "every_n_iterations"),

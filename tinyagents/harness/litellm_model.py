@@ -97,6 +97,7 @@ from tinyagents.harness.model import (
 from tinyagents.harness.output import without_property_titles
 from tinyagents.harness.thinking import ThinkTagSplitter, joined, split_thinking
 from tinyagents.harness.tools import PARALLEL_PSEUDO_TOOL, is_tool_name
+from tinyagents.protocol.ids import shown_id
 
 T = TypeVar("T")
 
@@ -1001,6 +1002,15 @@ def api_base_problem(value: str) -> str | None:
         return _NO_HTTP_URL
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return _NO_HTTP_URL
+    host = parts.hostname
+    if ":" not in host:  # a name or an IPv4 address (an IPv6 one is in brackets, with colons)
+        longest = max(len(label) for label in host.rstrip(".").split("."))
+        if len(host) > 253 or longest > 63:
+            return (
+                f"has a host name of {len(host):,} characters (its longest label {longest}): "
+                "no resolver takes it; a DNS name is at most 253 characters, each part between "
+                "dots at most 63"
+            )
     try:
         port = parts.port
     except ValueError:  # "Port out of range 0-65535", "Port could not be cast to integer"
@@ -1040,11 +1050,12 @@ def _check_api_base(api_base: object) -> None:
     problem = api_base_problem(api_base) if isinstance(api_base, str) else _NO_HTTP_URL
     if problem is None:
         return
+    shown = repr(shown_id(api_base))
     if problem != _NO_HTTP_URL:
-        raise ConfigurationError(f"api_base {api_base!r} {problem}")
+        raise ConfigurationError(f"api_base {shown} {problem}")
     raise ConfigurationError(
         "api_base must be an http:// or https:// URL such as 'http://127.0.0.1:8080/v1', "
-        f"got {api_base!r}"
+        f"got {shown}"
     )
 
 
