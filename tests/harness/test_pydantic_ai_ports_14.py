@@ -552,9 +552,9 @@ def test_renaming_a_tool_the_toolset_lacks_is_refused() -> None:
 
 async def test_filtered_toolset_filters_by_the_tool() -> None:
     """Ports tests/test_toolsets.py::test_filtered_toolset_async_filter with a filter of the
-    tool alone. pydantic-ai's filter is ``(ctx, tool_def)``, asked at each step; ours are read
-    once, when the agent is made or the run starts, so a filter of two parameters (one that
-    would read the run) is refused, saying what narrows a run instead."""
+    tool alone, read once when the agent is made (pydantic-ai's filter is ``(ctx, tool_def)``,
+    asked at each step: ours too, test_pydantic_ai_ports_16.py); a filter of any other shape
+    is refused, saying what it may be."""
 
     def tool_a(x: int) -> int:
         return x
@@ -567,11 +567,13 @@ async def test_filtered_toolset_filters_by_the_tool() -> None:
     await Agent("f", model, toolsets=[toolset.filtered(lambda td: td.name == "tool_a")]).run("t")
     assert offered(model) == ["tool_a"]
 
-    def two(ctx: RunContext, td: ToolSpec) -> bool:
+    def three(ctx: RunContext, td: ToolSpec, extra: int) -> bool:  # pragma: no cover
         return True
 
-    with pytest.raises(ConfigurationError, match=r"function of the tool alone.*constrain_tools"):
-        toolset.filtered(two)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match=r"\(ctx, tool_spec\) -> bool.*got 3 param"):
+        toolset.filtered(three)
+    with pytest.raises(ConfigurationError, match=r"\(ctx, tool_spec\) -> bool.*got str"):
+        toolset.filtered("tool_a")  # type: ignore[arg-type]
 
 
 async def test_toolset_max_retries_inherits_from_agent() -> None:

@@ -106,6 +106,7 @@ from tinyagents.harness.tools import (
     retry_errors,
     validation_problems,
 )
+from tinyagents.harness.toolsets import Toolset, specs_of_toolsets
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
     MESSAGE_KINDS,
@@ -195,6 +196,8 @@ class AgentRecipe(AgentView, Protocol):
     def instruction_functions(self) -> Sequence[RunFunction]: ...
     @property
     def prepare_tools(self) -> Callable[..., Any] | None: ...
+    @property
+    def toolsets(self) -> Sequence[Toolset]: ...
     @property
     def output_native(self) -> bool: ...
     @property
@@ -322,7 +325,13 @@ class AgentRun(RunDriver):
             if agent.prepare_tools is None
             else RunFunction(agent.prepare_tools, values=1, what="prepare_tools", agent=agent.name)
         )
-        self._prepared = bool(self._prepares) or self._prepare_all is not None
+        #: The agent's toolsets that decide per request what they offer (``prepared``, a
+        #: filter of ``(ctx, spec)``), and the names of their tools.
+        self._set_hooks = [ts for ts in agent.toolsets if ts.per_request]
+        self._set_names = frozenset(n for ts in self._set_hooks for n in ts.get_tools())
+        self._prepared = (
+            bool(self._prepares) or self._prepare_all is not None or bool(self._set_hooks)
+        )
         #: The ids of the tool calls in the conversation (as long-lived as ``messages``).
         self._call_ids = {c.id for m in messages for c in m.tool_calls}
         #: The ids the tool calls of the response being streamed were published with, by index.
@@ -1263,7 +1272,12 @@ class AgentRun(RunDriver):
             available = [
                 n
                 for n in available
-                if n in shown or (n not in self._prepares and self._prepare_all is None)
+                if n in shown
+                or (
+                    n not in self._prepares
+                    and n not in self._set_names
+                    and self._prepare_all is None
+                )
             ]
             if call.name not in available:
                 tool = None
@@ -1427,8 +1441,10 @@ class AgentRun(RunDriver):
         first), each through its ``prepare`` if it has one (pydantic-ai's): it is given a
         copy of the tool's spec and the run's context for that tool, and may hide the tool
         from this request (None) or offer it described otherwise, under its own name; then
-        the agent's ``prepare_tools`` is given what is left, and returns what to offer of it.
-        So a prepare only ever narrows or rewords what steering left; it never adds a tool."""
+        each toolset that decides per request (``prepared``, a filter of ``(ctx, spec)``)
+        is given its tools that are left, and the agent's ``prepare_tools`` what is left
+        after them, each returning what to offer of what it was given. So a prepare only
+        ever narrows or rewords what steering left; it never adds a tool."""
         specs: list[ToolSpec] = []
         for name, tool in self.allowed_tools().items():
             spec = tool.spec()
@@ -1454,6 +1470,8 @@ class AgentRun(RunDriver):
             prepared = check_prepared(name, await hook(ctx, given))
             if prepared is not None:
                 specs.append(prepared)
+        if self._set_hooks:
+            specs = await specs_of_toolsets(self.ctx, self._set_hooks, specs)
         if self._prepare_all is not None:
             given_all = [
                 ToolSpec(

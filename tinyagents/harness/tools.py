@@ -219,28 +219,28 @@ def check_prepared(name: str, prepared: object) -> ToolSpec | None:
     return prepared
 
 
-def check_prepared_tools(agent: str, given: Sequence[ToolSpec], prepared: object) -> list[ToolSpec]:
-    """What an agent's ``prepare_tools`` returned for the specs ``given``: a list of them
-    (changed or not), each once; adding a tool or renaming one is refused, as pydantic-ai's
-    ``PreparedToolset`` refuses it, and so is None (its "return ``[]`` to expose no
-    tools")."""
+def check_prepared_tools(
+    agent: str, given: Sequence[ToolSpec], prepared: object, *, what: str | None = None
+) -> list[ToolSpec]:
+    """What an agent's ``prepare_tools`` (``what``: another prepare, e.g. a toolset's)
+    returned for the specs ``given``: a list of them (changed or not), each once; adding a
+    tool or renaming one is refused, as pydantic-ai's ``PreparedToolset`` refuses it, and so
+    is None (its "return ``[]`` to expose no tools")."""
+    who = what or f"agent {agent!r}: prepare_tools"
     if prepared is None:
         raise ConfigurationError(
-            f"agent {agent!r}: prepare_tools returned None; return [] to expose no tools, or "
+            f"{who} returned None; return [] to expose no tools, or "
             "the specs it was given to pass them through unchanged"
         )
     if not isinstance(prepared, (list, tuple)):
-        raise ConfigurationError(
-            f"agent {agent!r}: prepare_tools must return a list of ToolSpecs, got "
-            f"{kind_of(prepared)}"
-        )
+        raise ConfigurationError(f"{who} must return a list of ToolSpecs, got {kind_of(prepared)}")
     names = {s.name for s in given}
     seen: set[str] = set()
     for spec in prepared:
         name = getattr(spec, "name", None)
         if not isinstance(spec, ToolSpec) or name not in names or name in seen:
             raise ConfigurationError(
-                f"agent {agent!r}: prepare_tools cannot add or rename tools, nor give one "
+                f"{who} cannot add or rename tools, nor give one "
                 f"twice: it returned {name if isinstance(spec, ToolSpec) else kind_of(spec)!r}"
                 f" for {sorted(names)}; hide a tool by leaving it out"
             )

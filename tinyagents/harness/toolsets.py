@@ -11,9 +11,11 @@
 A toolset is read when an agent is made (``Agent(toolsets=...)``) or a run starts
 (``agent.run(..., toolsets=...)``, ``agent.override(toolsets=...)``): what it holds then is
 what the agent or the run has. pydantic-ai asks its toolsets again at each step, with the
-run's context (``get_tools(ctx)``); these are read once, so a filter is a function of the
-tool alone (``filtered(lambda tool: ...)``). Narrowing a running run is steering's work
-(``constrain_tools``), and a run started with a subset takes ``rt.start(..., tools=[...])``.
+run's context (``get_tools(ctx)``). Here that is the work of ``prepared(fn)`` and a filter of
+two parameters (``filtered(lambda ctx, tool: ...)``): before each model request they are given
+the toolset's tools the run still has (steering's ``constrain_tools`` narrows first) and
+hide or reword some of them, never adding one. A filter of the tool alone
+(``filtered(lambda tool: ...)``) is applied once, when the toolset is read.
 """
 
 from __future__ import annotations
@@ -25,8 +27,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, overload
 
 from tinyagents.errors import ConfigurationError, kind_of
+from tinyagents.harness.context import RunContext, RunFunction
 from tinyagents.harness.model import ToolSpec
-from tinyagents.harness.tools import FunctionTool, Tool, check_retries, is_tool_name
+from tinyagents.harness.tools import (
+    FunctionTool,
+    Tool,
+    check_prepare,
+    check_prepared_tools,
+    check_retries,
+    is_tool_name,
+)
 
 
 class Toolset(ABC):
@@ -59,6 +69,23 @@ class Toolset(ABC):
     def renamed(self, name_map: Mapping[str, str]) -> RenamedToolset:
         """This toolset with tools renamed: ``name_map`` maps each new name to the old one."""
         return RenamedToolset(self, name_map)
+
+    def prepared(self, prepare_func: Callable[..., Any]) -> PreparedToolset:
+        """This toolset with ``prepare_func(ctx, specs)`` deciding, before each model request,
+        which of its tools the request offers and how they are described."""
+        return PreparedToolset(self, prepare_func)
+
+    @property
+    def per_request(self) -> bool:
+        """Whether something in this toolset (``prepared``, a filter of ``(ctx, spec)``)
+        decides per model request what it offers: a run then asks ``request_specs``."""
+        return False
+
+    async def request_specs(self, ctx: RunContext, specs: list[ToolSpec]) -> list[ToolSpec]:
+        """What a model request offers of ``specs``: this toolset's tools (under its names)
+        the run still has, described as the run's tools describe them. A subset, each spec
+        possibly reworded; never a tool it was not given."""
+        return specs
 
 
 class FunctionToolset(Toolset):
@@ -189,7 +216,8 @@ class FunctionToolset(Toolset):
 
 
 class WrapperToolset(Toolset):
-    """A toolset that changes what another one (``wrapped``) offers."""
+    """A toolset that changes what another one (``wrapped``) offers; as it is, it offers what
+    ``wrapped`` offers (pydantic-ai's ``WrapperToolset``, to subclass)."""
 
     def __init__(self, wrapped: Toolset) -> None:
         if not isinstance(wrapped, Toolset):
@@ -203,6 +231,28 @@ class WrapperToolset(Toolset):
     @property
     def tool_name_conflict_hint(self) -> str:
         return self.wrapped.tool_name_conflict_hint
+
+    def get_tools(self) -> dict[str, Tool]:
+        return self.wrapped.get_tools()
+
+    @property
+    def per_request(self) -> bool:
+        return self.wrapped.per_request
+
+    async def request_specs(self, ctx: RunContext, specs: list[ToolSpec]) -> list[ToolSpec]:
+        if not self.wrapped.per_request:
+            return specs
+        new_of = self._names_above()
+        if not new_of:  # the wrapped toolset's names are this one's
+            return await self.wrapped.request_specs(ctx, specs)
+        old_of = {new: old for old, new in new_of.items()}
+        below = [_spec_named(s, old_of.get(s.name, s.name)) for s in specs]
+        done = await self.wrapped.request_specs(ctx, below)
+        return [_spec_named(s, new_of.get(s.name, s.name)) for s in done]
+
+    def _names_above(self) -> dict[str, str]:
+        """The wrapped toolset's tool names this one offers under other names (old: new)."""
+        return {}
 
 
 class PrefixedToolset(WrapperToolset):
@@ -226,27 +276,74 @@ class PrefixedToolset(WrapperToolset):
             for name, t in self.wrapped.get_tools().items()
         }
 
+    def _names_above(self) -> dict[str, str]:
+        return {name: f"{self.prefix}_{name}" for name in self.wrapped.get_tools()}
+
 
 class FilteredToolset(WrapperToolset):
-    """``wrapped``'s tools that ``filter_func(tool_spec)`` keeps (a ``ToolSpec``: the tool as
-    offered to the model). pydantic-ai's filter also takes the run's context, per step: one
-    of two parameters is refused, since these are read once, before the run."""
+    """``wrapped``'s tools that ``filter_func`` keeps. As pydantic-ai's, a filter of
+    ``(ctx, tool_spec)`` (sync or async) is asked before each model request, with the run's
+    context, about each of the toolset's tools the run still has; a filter of the tool alone,
+    ``(tool_spec)``, once, when the toolset is read (when the agent is made or the run
+    starts)."""
 
-    def __init__(self, wrapped: Toolset, filter_func: Callable[[ToolSpec], bool]) -> None:
+    def __init__(self, wrapped: Toolset, filter_func: Callable[..., Any]) -> None:
         super().__init__(wrapped)
-        if not callable(filter_func) or _positional(filter_func) not in (1, None):
+        positional = _positional(filter_func) if callable(filter_func) else -1
+        if positional not in (1, 2, None):
             raise ConfigurationError(
-                "a toolset's filter is a function of the tool alone, (tool_spec) -> bool: "
-                "toolsets are read when the agent is made or the run starts, not per step "
-                "with the run's context; to narrow a run, start it with tools=[...] or steer "
-                "it with constrain_tools"
+                "a toolset's filter is a function (ctx, tool_spec) -> bool, asked before each "
+                "model request, or (tool_spec) -> bool, asked once; got "
+                + (kind_of(filter_func) if positional == -1 else f"{positional} parameters")
             )
         self.filter_func = filter_func
+        #: The filter of ``(ctx, tool_spec)``, asked per request (None: one of the tool alone).
+        self._per_request = (
+            RunFunction(filter_func, values=1, what="toolset filter", agent="")
+            if positional == 2
+            else None
+        )
 
     def get_tools(self) -> dict[str, Tool]:
-        return {
-            name: t for name, t in self.wrapped.get_tools().items() if self.filter_func(t.spec())
-        }
+        tools = self.wrapped.get_tools()
+        if self._per_request is not None:
+            return tools
+        return {name: t for name, t in tools.items() if self.filter_func(t.spec())}
+
+    @property
+    def per_request(self) -> bool:
+        return self._per_request is not None or self.wrapped.per_request
+
+    async def request_specs(self, ctx: RunContext, specs: list[ToolSpec]) -> list[ToolSpec]:
+        specs = await super().request_specs(ctx, specs)
+        keep = self._per_request
+        if keep is None:
+            return specs
+        return [s for s in specs if await keep(ctx, _spec_copy(s))]
+
+
+class PreparedToolset(WrapperToolset):
+    """``wrapped``'s tools as ``prepare_func(ctx, specs)`` offers them (pydantic-ai's
+    ``PreparedToolset``): sync or async, called before each model request with copies of the
+    toolset's tools the run still has (steering's ``constrain_tools`` narrows first), it
+    returns those to offer, each possibly described otherwise. Adding a tool, renaming one,
+    giving one twice or returning None (return ``[]`` to offer none) is refused, and the run
+    ends ``failed`` before the request."""
+
+    def __init__(self, wrapped: Toolset, prepare_func: Callable[..., Any]) -> None:
+        super().__init__(wrapped)
+        check_prepare(f"{self.label}: prepare", prepare_func, "specs")
+        self.prepare_func = prepare_func
+        self._prepare = RunFunction(prepare_func, values=1, what="toolset prepare", agent="")
+
+    @property
+    def per_request(self) -> bool:
+        return True
+
+    async def request_specs(self, ctx: RunContext, specs: list[ToolSpec]) -> list[ToolSpec]:
+        specs = await super().request_specs(ctx, specs)
+        returned = await self._prepare(ctx, [_spec_copy(s) for s in specs])
+        return check_prepared_tools("", specs, returned, what=f"{self.label}: prepare")
 
 
 class RenamedToolset(WrapperToolset):
@@ -294,6 +391,9 @@ class RenamedToolset(WrapperToolset):
             renamed[new] = t if new == name else _copy(t, name=new)
         return renamed
 
+    def _names_above(self) -> dict[str, str]:
+        return {old: new for new, old in self.name_map.items()}
+
 
 class CombinedToolset(Toolset):
     """The tools of several toolsets; a name two of them offer is a ``ConfigurationError``
@@ -304,6 +404,33 @@ class CombinedToolset(Toolset):
 
     def get_tools(self) -> dict[str, Tool]:
         return combined_tools(self.toolsets)
+
+    @property
+    def per_request(self) -> bool:
+        return any(toolset.per_request for toolset in self.toolsets)
+
+    async def request_specs(self, ctx: RunContext, specs: list[ToolSpec]) -> list[ToolSpec]:
+        return await specs_of_toolsets(ctx, self.toolsets, specs)
+
+
+async def specs_of_toolsets(
+    ctx: RunContext, toolsets: Sequence[Toolset], specs: list[ToolSpec]
+) -> list[ToolSpec]:
+    """``specs`` (the tools a request would offer), those of each of ``toolsets`` that
+    decides per request (``per_request``) as its ``request_specs`` offers them; the others
+    as they are, in their order."""
+    for toolset in toolsets:
+        if not toolset.per_request:
+            continue
+        names = toolset.get_tools().keys()
+        given = [s for s in specs if s.name in names]
+        returned = await toolset.request_specs(ctx, given)
+        checked = check_prepared_tools("", given, returned, what=toolset.label)
+        offered = {s.name: s for s in checked}
+        specs = [
+            offered.get(s.name) or s for s in specs if s.name not in names or s.name in offered
+        ]
+    return specs
 
 
 def toolsets_of(owner: str, toolsets: object) -> list[Toolset]:
@@ -382,6 +509,20 @@ def _function_tool(item: object) -> FunctionTool:
     if not callable(item):
         raise ConfigurationError(f"a toolset's tools are Tools or functions, got {kind_of(item)}")
     return FunctionTool(item)
+
+
+def _spec_copy(spec: ToolSpec) -> ToolSpec:
+    """A copy of ``spec`` a user's function may change."""
+    return _spec_named(spec, spec.name)
+
+
+def _spec_named(spec: ToolSpec, name: str) -> ToolSpec:
+    return ToolSpec(
+        name=name,
+        description=spec.description,
+        parameters=copy.deepcopy(spec.parameters),
+        strict=spec.strict,
+    )
 
 
 def _copy(t: Tool, **changes: Any) -> Tool:
