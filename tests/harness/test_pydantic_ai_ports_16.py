@@ -1,5 +1,6 @@
 """pydantic-ai's per-step toolsets (``toolset.prepared(fn)``, ``PreparedToolset``, a
-filter of ``(ctx, tool_def)``, ``WrapperToolset``), ported (a sixteenth batch; see
+filter of ``(ctx, tool_def)``, ``WrapperToolset``) and run-level retry budgets
+(``run(retries=...)``, ``override(retries=...)``), ported (a sixteenth batch; see
 test_pydantic_ai_ports.py to _15).
 
 Each test names the pydantic-ai test it ports (pydantic/pydantic-ai,
@@ -12,12 +13,15 @@ purpose, the test says why: a toolset's prepare or filter is given only the tool
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import re
 from typing import Any
 
 import pytest
 from pydantic_ai import Agent as PAgent
+from pydantic_ai import ModelRetry as PModelRetry
+from pydantic_ai import UnexpectedModelBehavior
 from pydantic_ai.messages import ModelMessage, TextPart
 from pydantic_ai.messages import ModelResponse as PModelResponse
 from pydantic_ai.models.function import AgentInfo
@@ -26,7 +30,7 @@ from pydantic_ai.toolsets import CombinedToolset as PCombinedToolset
 from pydantic_ai.toolsets import FunctionToolset as PFunctionToolset
 from pydantic_ai.toolsets import WrapperToolset as PWrapperToolset
 
-from tinyagents import Agent, FunctionToolset, RunContext, RunStatus, Runtime, tool
+from tinyagents import Agent, FunctionToolset, ModelRetry, RunContext, RunStatus, Runtime, tool
 from tinyagents.errors import ConfigurationError
 from tinyagents.harness import (
     CombinedToolset,
@@ -385,3 +389,147 @@ def test_a_run_toolset_and_an_override_toolset_are_asked_too() -> None:
     with agent.override(toolsets=[FunctionToolset([add, subtract]).prepared(lambda c, s: s[1:])]):
         agent.run_sync("go")
     assert offered(model) == [["add"], ["subtract"]]
+
+
+# --- tests/test_agent.py: run-level and override retries ---
+
+
+@pytest.mark.parametrize(
+    ("init", "override", "run", "budget"),
+    [
+        ({"retries": {"output": 5}}, None, {"retries": {"output": 2}}, 2),  # run-arg
+        ({"retries": {"output": 5}}, {"retries": 1}, {"retries": 10}, 1),  # override-beats-run-arg
+        ({"retries": 5}, None, {}, 5),  # int-retries-sets-both
+        ({"retries": {"tools": 5}}, None, {}, 1),  # dict-tools-only-keeps-output-default
+        ({"retries": {"output": 5}}, None, {"retries": {"tools": 0}}, 5),  # run names tools only
+        ({"retries": 4}, {"retries": {"tools": 0}}, {"retries": 3}, 3),  # override of tools only
+    ],
+)
+def test_output_retry_budget_resolution(
+    init: dict[str, Any], override: dict[str, Any] | None, run: dict[str, Any], budget: int
+) -> None:
+    """test_output_retry_budget_resolution and test_text_path_honors_output_retry_budget:
+    the output budget is the override's, else the run's ``retries=``, else the agent's; an
+    int sets both budgets, a dict the ones it names. Run beside pydantic-ai's: its validator
+    and ours see the same retries."""
+    theirs_log: list[int] = []
+    ours_log: list[int] = []
+    theirs = PAgent(
+        PFunctionModel(lambda messages, info: PModelResponse(parts=[TextPart("hello")])), **init
+    )
+
+    @theirs.output_validator
+    def their_retry(ctx: Any, o: str) -> str:
+        theirs_log.append(ctx.retry)
+        raise PModelRetry(f"retry {ctx.retry}")
+
+    ours = Agent("o", FunctionModel(lambda request: "hello"), **init)
+
+    @ours.output_validator
+    def always_retry(ctx: RunContext, o: str) -> str:
+        ours_log.append(ctx.retry)
+        raise ModelRetry(f"retry {ctx.retry}")
+
+    with pytest.raises(UnexpectedModelBehavior, match=rf"output retries \({budget}\)"):
+        with theirs.override(**override) if override else contextlib.nullcontext():
+            theirs.run_sync("Hello", **run)
+    with ours.override(**override) if override else contextlib.nullcontext():
+        result = ours.run_sync("Hello", **run)
+    assert result.status is RunStatus.FAILED
+    assert f"output_retries={budget}" in (result.error or "")
+    assert ours_log == theirs_log == list(range(budget + 1))
+
+
+def test_run_level_tool_retry_override_preserves_explicit_budgets() -> None:
+    """test_run_level_tool_retry_override_preserves_explicit_budgets: a run's
+    ``retries={"tools": 3}`` caps each tool with no cap of its own (one of a toolset without
+    ``max_retries`` too) instead of the agent's, and leaves a tool's ``retries`` and a
+    toolset's ``max_retries`` as they are."""
+    counts = dict.fromkeys(("default_tool", "explicit_tool", "toolset_tool", "inheriting"), 0)
+    target = ""
+    explicit_toolset, inheriting_toolset = FunctionToolset(max_retries=4), FunctionToolset()
+
+    @explicit_toolset.tool_plain
+    def toolset_tool() -> str:
+        counts["toolset_tool"] += 1
+        raise ModelRetry("again")
+
+    @inheriting_toolset.tool_plain
+    def inheriting() -> str:
+        counts["inheriting"] += 1
+        raise ModelRetry("again")
+
+    model = FunctionModel(lambda request: tool_call(target))
+    agent = Agent("r", model, toolsets=[explicit_toolset, inheriting_toolset], retries={"tools": 1})
+
+    @agent.tool_plain
+    def default_tool() -> str:
+        counts["default_tool"] += 1
+        raise ModelRetry("again")
+
+    @agent.tool_plain(retries=5)
+    def explicit_tool() -> str:
+        counts["explicit_tool"] += 1
+        raise ModelRetry("again")
+
+    for target, cap in (
+        ("default_tool", 3),
+        ("explicit_tool", 5),
+        ("toolset_tool", 4),
+        ("inheriting", 3),
+    ):
+        result = agent.run_sync("Hello", retries={"tools": 3})
+        assert result.status is RunStatus.FAILED
+        assert f"tool {target!r} exceeded max retries count of {cap}" in (result.error or "")
+        assert counts[target] == cap + 1
+    # the agent's own budget is untouched for its next run
+    target = "default_tool"
+    result = agent.run_sync("Hello")
+    assert "exceeded max retries count of 1" in (result.error or "")
+
+
+def test_an_inner_override_of_one_budget_keeps_the_outer_ones_other() -> None:
+    """As pydantic-ai keeps its overridden budgets apart: an inner ``override(retries=
+    {"tools": 0})`` in a block of ``override(retries=2)`` keeps the output budget at 2; each
+    block's budgets end with it."""
+    log: list[int] = []
+    agent = Agent("o", FunctionModel(lambda request: "hello"))
+
+    @agent.output_validator
+    def always_retry(ctx: RunContext, o: str) -> str:
+        log.append(ctx.max_retries)
+        raise ModelRetry("again")
+
+    with agent.override(retries=2):
+        with agent.override(retries={"tools": 0}):
+            run = agent.for_run()
+            assert (run.retries, run.output_retries) == (0, 2)
+        assert (agent.for_run().retries, agent.for_run().output_retries) == (2, 2)
+        agent.run_sync("Hello")
+    assert log == [2, 2, 2]
+    assert (agent.for_run().retries, agent.for_run().output_retries) == (None, 1)
+
+
+@pytest.mark.parametrize(
+    ("retries", "message"),
+    [
+        (-1, r"run\(retries=...\) must be a whole number >= 0, got -1"),
+        (True, r"run\(retries=...\) must be a whole number >= 0, got True"),
+        (
+            {"tool": 1},
+            r"takes an int or a dict of 'tools' and 'output' budgets, got keys \['tool'\]",
+        ),
+        ({"output": "2"}, r"run\(retries=\{'output': ...\}\) must be a whole number >= 0"),
+        ("3", r"run\(retries=...\) must be a whole number >= 0, got '3'"),
+    ],
+)
+def test_run_retries_of_the_wrong_kind_are_refused(retries: Any, message: str) -> None:
+    """A run's (or an override's) ``retries=`` is checked as ``Agent(retries=...)`` is:
+    ``ConfigurationError`` before anything starts."""
+    model = ScriptedModel(["ok"])
+    agent = Agent("a", model)
+    with pytest.raises(ConfigurationError, match=message):
+        agent.run_sync("go", retries=retries)
+    with pytest.raises(ConfigurationError, match=message.replace("run", "override", 1)):
+        agent.override(retries=retries)
+    assert model.requests == []

@@ -190,6 +190,24 @@ def budgets(agent: str, retries: object, output_retries: object) -> tuple[int | 
     return cast("int | None", tools), 1 if given is None else given
 
 
+def run_budgets(agent: str, retries: object, *, where: str) -> dict[str, int]:
+    """The budgets a run's (or an override's) ``retries=`` sets, as pydantic-ai's
+    ``run(retries=...)`` reads them: an int is the tools' cap and the output budget, a dict
+    the budgets it names (``{"tools": 3}`` leaves the output's as it was)."""
+    if isinstance(retries, Mapping):
+        unknown = sorted(str(key) for key in retries if key not in ("tools", "output"))
+        if unknown:
+            raise ConfigurationError(
+                f"agent {agent!r}: {where}(retries=...) takes an int or a dict of 'tools' and "
+                f"'output' budgets, got keys {unknown}"
+            )
+        for key, value in retries.items():
+            _check_retries(agent, f"{where}(retries={{{key!r}: ...}})", value)
+        return {str(key): cast("int", value) for key, value in retries.items()}
+    _check_retries(agent, f"{where}(retries=...)", retries)
+    return {"tools": cast("int", retries), "output": cast("int", retries)}
+
+
 def _check_retries(agent: str, name: str, value: object) -> None:
     whole_number(f"agent {agent!r}: {name}", value, least=0)
 

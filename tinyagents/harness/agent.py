@@ -26,6 +26,7 @@ from tinyagents.harness._agent_args import (
     middleware_list,
     model_names,
     output_spec,
+    run_budgets,
     tool_dict,
     with_toolsets,
 )
@@ -355,13 +356,15 @@ class Agent:
         tools: Sequence[Tool | Any] = UNSET,
         toolsets: Sequence[Toolset] = UNSET,
         model_settings: Mapping[str, Any] | None = UNSET,
+        retries: int | Mapping[str, int] = UNSET,
     ) -> AgentOverride:
         """Within the ``with`` block, runs of this agent started in this context (its tasks,
         the runs their tools start) use what is given here instead, as pydantic-ai's
         ``agent.override``: ``model``, ``deps`` (over a run's ``deps=``), ``instructions``
         (the agent's text and functions, and a run's ``instructions=``, replaced; None:
         none; its ``@agent.system_prompt`` functions stay), ``tools`` (its ``tools=``), ``toolsets``
-        (its ``toolsets=`` and a run's) and ``model_settings`` (its and a run's). An inner
+        (its ``toolsets=`` and a run's), ``model_settings`` (its and a run's) and ``retries``
+        (the budgets it names, over the agent's and a run's ``retries=``). An inner
         ``override`` wins for what it gives; what it does not give stays the outer one's.
         Each value is checked here, as ``Agent(...)`` checks it (``ConfigurationError``).
         Blocks left out of order each take out their own values only; one is left in the
@@ -379,6 +382,11 @@ class Agent:
             given["toolsets"] = toolsets_of(f"agent {self.name!r}", toolsets)
         if model_settings is not UNSET:
             given["model_settings"] = checked_model_settings(self.name, model_settings)
+        if (
+            retries is not UNSET
+        ):  # each budget on its own: an inner block naming one keeps the other
+            for budget, value in run_budgets(self.name, retries, where="override").items():
+                given[f"retries.{budget}"] = value
         return AgentOverride(self.name, self._overrides, given)
 
     def _overridden(self) -> dict[str, Any]:
@@ -393,12 +401,14 @@ class Agent:
         instructions: Any = None,
         toolsets: Sequence[Toolset] | None = None,
         model_settings: Mapping[str, Any] | None = None,
+        retries: int | Mapping[str, int] | None = None,
     ) -> Agent:
         """This agent as one run of it runs it: its own ``output_type`` (``for_output_type``),
         ``model`` in place of the agent's, ``instructions`` after the agent's (on a line of
         their own, as pydantic-ai joins them), ``toolsets`` beside the agent's,
-        ``model_settings`` merged over the agent's, and what an ``override`` around the start
-        gives (which wins over them). The agent itself when there is nothing to change."""
+        ``model_settings`` merged over the agent's, ``retries`` the budgets it names (an int
+        both), and what an ``override`` around the start gives (which wins over them). The
+        agent itself when there is nothing to change."""
         over = self._overridden()
         if (
             not over
@@ -406,6 +416,7 @@ class Agent:
             and instructions is None
             and toolsets is None
             and model_settings is None
+            and retries is None
         ):
             self._check_rule_tools(self.tools)
             return self if output_type is None else self.for_output_type(output_type)
@@ -440,6 +451,11 @@ class Agent:
                 **self.model_settings,
                 **checked_model_settings(self.name, model_settings),
             }
+        budgets = {} if retries is None else run_budgets(self.name, retries, where="run")
+        run_agent.retries = over.get("retries.tools", budgets.get("tools", self.retries))
+        run_agent.output_retries = over.get(
+            "retries.output", budgets.get("output", self.output_retries)
+        )
         check_forced_tool(self.name, run_agent.model, run_agent.tools)
         self._check_rule_tools(run_agent.tools)
         return run_agent
@@ -495,7 +511,7 @@ class Agent:
         keyword arguments are ``Runtime.start``'s: ``output_type=`` gives this run its own
         output type (``for_output_type``), ``model=``, ``instructions=`` and ``toolsets=`` its
         own model, more instructions and more tools, ``model_settings=`` merged over the
-        agent's (``for_run``), ``deps=`` its ``ctx.deps``,
+        agent's, ``retries=`` its own retry budgets (``for_run``), ``deps=`` its ``ctx.deps``,
         ``run_id=``, ``limits=``, ``history=``..."""
         if runtime is None:
             async with private_host() as host:

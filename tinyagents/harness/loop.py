@@ -212,6 +212,7 @@ class AgentRecipe(AgentView, Protocol):
         instructions: Any = None,
         toolsets: Sequence[Any] | None = None,
         model_settings: Mapping[str, Any] | None = None,
+        retries: int | Mapping[str, int] | None = None,
     ) -> AgentRecipe: ...
     def deps_for_run(self, deps: Any) -> Any: ...
 
@@ -2351,10 +2352,12 @@ async def start_agent_run(
     toolsets: Sequence[Any] | None = None,
     deps: Any = None,
     model_settings: Mapping[str, Any] | None = None,
+    retries: int | Mapping[str, int] | None = None,
     hold_thread: bool = False,
 ) -> RunHandle:
     """Register a run of ``agent`` (a child of ``parent`` if given) and start its loop.
-    ``output_type``, ``model``, ``instructions``, ``toolsets`` and ``model_settings`` are the run's own
+    ``output_type``, ``model``, ``instructions``, ``toolsets``, ``model_settings`` and
+    ``retries`` are the run's own
     (``Agent.for_run``, with an ``Agent.override`` around the start); ``deps`` is its
     ``ctx.deps`` (unless an override gives them).
 
@@ -2374,6 +2377,7 @@ async def start_agent_run(
         instructions=instructions,
         toolsets=toolsets,
         model_settings=model_settings,
+        retries=retries,
     )
     parent_info = _parent_info(runtime, parent)
     granted = frozenset(agent.tools)
