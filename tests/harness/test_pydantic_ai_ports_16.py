@@ -1,6 +1,7 @@
 """pydantic-ai's per-step toolsets (``toolset.prepared(fn)``, ``PreparedToolset``, a
-filter of ``(ctx, tool_def)``, ``WrapperToolset``) and run-level retry budgets
-(``run(retries=...)``, ``override(retries=...)``), ported (a sixteenth batch; see
+filter of ``(ctx, tool_def)``, ``WrapperToolset``), run-level retry budgets
+(``run(retries=...)``, ``override(retries=...)``) and ``result.new_messages()`` /
+``all_messages()`` (and their ``_json``), ported (a sixteenth batch; see
 test_pydantic_ai_ports.py to _15).
 
 Each test names the pydantic-ai test it ports (pydantic/pydantic-ai,
@@ -19,6 +20,7 @@ import re
 from typing import Any
 
 import pytest
+from pydantic import TypeAdapter
 from pydantic_ai import Agent as PAgent
 from pydantic_ai import ModelRetry as PModelRetry
 from pydantic_ai import UnexpectedModelBehavior
@@ -35,6 +37,7 @@ from tinyagents.errors import ConfigurationError
 from tinyagents.harness import (
     CombinedToolset,
     FilteredToolset,
+    Message,
     ModelRequest,
     PreparedToolset,
     ToolSpec,
@@ -533,3 +536,71 @@ def test_run_retries_of_the_wrong_kind_are_refused(retries: Any, message: str) -
     with pytest.raises(ConfigurationError, match=message.replace("run", "override", 1)):
         agent.override(retries=retries)
     assert model.requests == []
+
+
+# --- tests/test_agent.py: all_messages / new_messages ---
+
+
+def ret_a(x: str) -> str:
+    return f"{x}-apple"
+
+
+def test_run_with_history_new() -> None:
+    """test_run_with_history_new: a run given no history has all its messages new, its
+    system prompt first; one continuing ``new_messages()`` (or ``all_messages()``) of it has
+    only its prompt and answer new; their JSON is what ``TypeAdapter(list[Message])`` reads
+    back (pydantic-ai's ``*_messages_json``)."""
+    model = FunctionModel(
+        lambda request: (
+            tool_call("ret_a", x="a")
+            if len(request.messages) == 2
+            else next(m.content for m in reversed(request.messages) if m.role == "tool")
+        )
+    )
+    agent = Agent("a", model, tools=[ret_a], instructions="Foobar")
+    result1 = agent.run_sync("Hello")
+    assert [m.role for m in result1.all_messages()] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    assert result1.new_messages() == result1.all_messages() == result1.messages
+    for history in (result1.new_messages(), result1.all_messages()):
+        result2 = agent.run_sync("Hello again", history=history)
+        assert [m.content for m in result2.all_messages()[:5]] == [
+            m.content for m in result1.messages
+        ]
+        assert result2.new_messages() == result2.all_messages()[-2:]
+        assert [(m.role, m.content) for m in result2.new_messages()] == [
+            ("user", "Hello again"),
+            ("assistant", "a-apple"),
+        ]
+        assert result2.new_messages_json().startswith(b'[{"role":"user","content":"Hello again"')
+    adapter = TypeAdapter(list[Message])
+    assert adapter.validate_json(result2.all_messages_json()) == result2.messages
+    assert adapter.validate_json(result2.new_messages_json()) == result2.new_messages()
+
+
+def test_the_system_prompt_a_run_writes_before_a_history_is_not_new() -> None:
+    """Ours: a history without a system prompt of its own is led by the agent's (as
+    pydantic-ai sends its instructions); that message is the run's, but not among its new
+    messages, which start after the history, as pydantic-ai's ``new_messages()`` start
+    after its ``message_history``. A system prompt of functions that give nothing is left
+    out, and the new messages still start after the history."""
+    history = [Message(role="user", content="Hi"), Message(role="assistant", content="Hello")]
+    agent = Agent("a", ScriptedModel(["fine", "fine"]), instructions="Be brief.")
+    result = agent.run_sync("How are you?", history=history)
+    assert [m.role for m in result.messages] == ["system", "user", "assistant", "user", "assistant"]
+    assert [m.content for m in result.new_messages()] == ["How are you?", "fine"]
+
+    empty = Agent("e", ScriptedModel(["fine"]))
+
+    @empty.system_prompt
+    def nothing() -> str:
+        return ""
+
+    result = empty.run_sync("How are you?", history=history)
+    assert [m.role for m in result.messages] == ["user", "assistant", "user", "assistant"]
+    assert [m.content for m in result.new_messages()] == ["How are you?", "fine"]

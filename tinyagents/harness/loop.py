@@ -303,6 +303,9 @@ class AgentRun(RunDriver):
         #: How many messages the run was given (history and input): an ask of ours among
         #: them was another run's, and does not count against this run's asks.
         self._given = len(messages)
+        #: Where this run's own messages start in ``messages`` (``RunResult.new_from``): after
+        #: the history it was given (0 with none: its system prompt is its own too).
+        self.new_from = 0
         #: The conversation brought no system prompt of its own: ``messages[0]`` is the run's
         #: (the agent's instructions), written with its system prompt functions as it starts.
         self.own_prompt = False
@@ -649,6 +652,7 @@ class AgentRun(RunDriver):
                 return
             messages.pop(0)  # every function gave nothing: no empty system message
             self._given -= 1
+            self.new_from = max(0, self.new_from - 1)
             if not messages:
                 raise ConfigurationError(
                     f"agent {self.agent.name!r} has nothing to send: its system prompt "
@@ -2052,7 +2056,9 @@ class AgentRun(RunDriver):
         # structured output (Agent(output_type=...)) is shown as the text it was read from
         text = result.output if isinstance(result.output, str) else self.last_text
         # the transcript as it ends, every call answered: a conversation to continue
-        result = result.model_copy(update={"messages": list(self.messages)})
+        result = result.model_copy(
+            update={"messages": list(self.messages), "new_from": self.new_from}
+        )
         self.emit(
             RunEvent,
             type=f"run.{result.status.value}",
@@ -2430,6 +2436,8 @@ async def start_agent_run(
     handle = RunHandle(info, submitter=runtime)
     run = AgentRun(runtime, agent, handle, messages, agent.deps_for_run(deps))
     run.own_prompt = own_prompt
+    if history:  # the messages after the history (and the run's own system prompt) are new
+        run.new_from = own_prompt + len(history)
     run.holds_thread = hold_thread
     handle.driver = run
     handle.policies = [

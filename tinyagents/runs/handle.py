@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import to_json
 
 from tinyagents.errors import (
     ArgumentError,
@@ -42,7 +43,8 @@ from tinyagents.steering.policy import Policy, PolicyChain, PolicyList
 class RunResult(BaseModel):
     """How a run ended: ``status``, its ``output`` (or partial output), ``error`` and ``usage``;
     for an agent run, ``messages``: its transcript (``tinyagents.harness.Message``s, what the
-    model saw and said), to continue the conversation with ``history=``."""
+    model saw and said), to continue the conversation with ``history=``, and ``new_from``:
+    where in it the messages of this run start (after the ``history=`` it was given)."""
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, defer_build=True)
 
@@ -53,6 +55,27 @@ class RunResult(BaseModel):
     usage: dict[str, Any] = Field(default_factory=dict)
     # Any: Message belongs to the harness, a layer above this one
     messages: list[Any] = Field(default_factory=list)
+    new_from: int = 0
+
+    def all_messages(self) -> list[Any]:
+        """The whole transcript, the history it was given first (pydantic-ai's
+        ``all_messages()``): ``messages``."""
+        return list(self.messages)
+
+    def new_messages(self) -> list[Any]:
+        """The messages of this run only, from its input on (pydantic-ai's
+        ``new_messages()``): the transcript less the ``history=`` it was given. A run given no
+        history has all its messages new, its system prompt first."""
+        return self.messages[self.new_from :]
+
+    def all_messages_json(self) -> bytes:
+        """``all_messages()`` as JSON, which ``TypeAdapter(list[Message]).validate_json``
+        reads back (pydantic-ai's ``all_messages_json()``)."""
+        return to_json(self.messages)
+
+    def new_messages_json(self) -> bytes:
+        """``new_messages()`` as JSON (pydantic-ai's ``new_messages_json()``)."""
+        return to_json(self.new_messages())
 
 
 class Submitter(Protocol):
