@@ -129,9 +129,13 @@ def test_prepared_toolset_user_errors(returned: Any, message: str) -> None:
     assert model.requests == []
 
 
-def test_a_prepare_of_the_wrong_shape_is_refused_when_made() -> None:
-    with pytest.raises(ConfigurationError, match=r"prepare must be a function \(ctx, specs\)"):
-        FunctionToolset([add]).prepared(lambda specs: specs)
+@pytest.mark.parametrize("prepare", [lambda specs: specs, None, 3])
+def test_a_prepare_of_the_wrong_shape_is_refused_when_made(prepare: Any) -> None:
+    with pytest.raises(
+        ConfigurationError,
+        match=r"PreparedToolset\(FunctionToolset\): prepare must be a function \(ctx, specs\)",
+    ):
+        FunctionToolset([add]).prepared(prepare)
 
 
 @dataclasses.dataclass

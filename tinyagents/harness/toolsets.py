@@ -332,7 +332,10 @@ class PreparedToolset(WrapperToolset):
 
     def __init__(self, wrapped: Toolset, prepare_func: Callable[..., Any]) -> None:
         super().__init__(wrapped)
-        check_prepare(f"{self.label}: prepare", prepare_func, "specs")
+        what = f"{self.label}: prepare"
+        if prepare_func is None:  # (a tool's "no prepare"; a toolset made to prepare needs one)
+            raise ConfigurationError(f"{what} must be a function (ctx, specs), got None")
+        check_prepare(what, prepare_func, "specs")
         self.prepare_func = prepare_func
         self._prepare = RunFunction(prepare_func, values=1, what="toolset prepare", agent="")
 
