@@ -20,6 +20,8 @@ import re
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import TypeAdapter
 from pydantic_ai import Agent as PAgent
 from pydantic_ai import ModelRetry as PModelRetry
@@ -608,3 +610,49 @@ def test_the_system_prompt_a_run_writes_before_a_history_is_not_new() -> None:
     result = empty.run_sync("How are you?", history=history)
     assert [m.role for m in result.messages] == ["user", "assistant", "user", "assistant"]
     assert [m.content for m in result.new_messages()] == ["How are you?", "fine"]
+
+
+NAMES = ("alpha", "beta", "gamma", "delta", "eps")
+
+
+@settings(max_examples=30, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(
+    granted=st.sets(st.sampled_from(NAMES)),
+    kept=st.sets(st.sampled_from(NAMES)),
+    dropped=st.sets(st.sampled_from(NAMES)),
+    prefix=st.booleans(),
+)
+def test_per_request_toolsets_only_narrow_what_the_run_may_call(
+    granted: set[str], kept: set[str], dropped: set[str], prefix: bool
+) -> None:
+    """Property: whatever a toolset's filter keeps and its prepare drops, under a prefix or
+    not, a request offers exactly the tools the run was granted (``rt.start(..., tools=)``,
+    the allowlist ``constrain_tools`` narrows) that the filter kept and the prepare did not
+    drop, in the toolset's order; and the filter and prepare are shown only granted tools."""
+    seen: set[str] = set()
+
+    def keep(ctx: RunContext, spec: ToolSpec) -> bool:
+        seen.add(spec.name)
+        return spec.name in kept
+
+    def drop(ctx: RunContext, specs: list[ToolSpec]) -> list[ToolSpec]:
+        seen.update(s.name for s in specs)
+        return [s for s in specs if s.name not in dropped]
+
+    def make(name: str) -> Any:
+        def fn() -> str:  # pragma: no cover
+            return name
+
+        fn.__name__ = name
+        return fn
+
+    toolset: Any = FunctionToolset([make(n) for n in NAMES]).filtered(keep).prepared(drop)
+    full = {n: f"p_{n}" if prefix else n for n in NAMES}
+    if prefix:
+        toolset = toolset.prefixed("p")
+    model = ScriptedModel(["ok"])
+    agent = Agent("prop", model, toolsets=[toolset])
+    agent.run_sync("go", tools=[full[n] for n in NAMES if n in granted])
+    expected = [full[n] for n in NAMES if n in granted and n in kept and n not in dropped]
+    assert offered(model) == [expected]
+    assert seen <= granted
