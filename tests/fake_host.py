@@ -66,6 +66,12 @@ class FakeHost:
     async def unclaim(self, run_id: str) -> None:
         pass
 
+    async def hold_thread(self, info: RunInfo, *, hold: bool) -> None:
+        pass
+
+    async def let_go_of_thread(self, info: RunInfo) -> None:
+        pass
+
     async def resting_tasks(self, run_id: str, tenant_id: str) -> dict[str, tuple[str, str | None]]:
         return {}
 

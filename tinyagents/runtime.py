@@ -37,6 +37,7 @@ from tinyagents.errors import (
     RuntimeClosed,
     StoreError,
     SyncInAsyncError,
+    ThreadBusy,
     UnknownTargetError,
 )
 from tinyagents.events.bus import EventBus, EventFilter, Sink, Subscription
@@ -244,6 +245,9 @@ class Runtime:
         #: -> the snapshot each claim replaced in the store (None: none), which a start that
         #: fails puts back (``unclaim``).
         self._claims: dict[str, dict[str, Any] | None] = {}
+        #: The runs whose hold of their thread is in the durable store (``hold_thread``):
+        #: each leaves as its hold is let go of (its run's end, or a start that failed).
+        self._holding: dict[str, RunInfo] = {}
         #: Run id -> whether this runtime still holds the run's stored row: True once it
         #: claimed or first saved it (its later saves are conditional on the row naming it,
         #: ``Store.save_runs(held_by=)``), False once another runtime took the run over (never
@@ -897,6 +901,50 @@ class Runtime:
             snapshot = await self.store.load_run(run_id)
         return self._handed_back(logged, snapshot, run_id, tenant_id)
 
+    async def hold_thread(self, info: RunInfo, *, hold: bool) -> None:
+        """The store's half of run ``info``'s take of its thread (execution layer: after
+        ``RunRegistry.take_thread``, once the run's id is claimed). With a durable store a
+        session's turn (``hold``) holds the thread there too, in one step
+        (``Store.hold_thread``), so that a runtime of another process on the store refuses a
+        second writer as this one's registry does; a plain run (a graph run too) is refused
+        while a run of another runtime holds it. ``ThreadBusy`` names the holding run. A
+        hold whose run has ended, or whose runtime is gone (a process killed: at once on
+        this host, else once its heartbeat is ``OWNER_SILENT_S`` old; a clean close
+        releases its runs), holds nothing: it is judged as a claimed run is
+        (``_running_elsewhere``). Without a durable store it does nothing: the registry's
+        hold, in this runtime, is the only one."""
+        thread_id = info.thread_id
+        if not self._durable or thread_id is None:
+            return
+        if hold:
+            taken, held = await self.store.hold_thread(
+                info.tenant_id,
+                thread_id,
+                info.run_id,
+                lambda h: h is None or not self._running_elsewhere(h),
+            )
+            if taken:
+                self._holding[info.run_id] = info
+                return
+        else:
+            held = await self.store.thread_holder(info.tenant_id, thread_id)
+            if held is None or held["run_id"] == info.run_id or not self._running_elsewhere(held):
+                return
+        assert held is not None
+        raise ThreadBusy(thread_id, held_by=str(held["run_id"]))
+
+    async def let_go_of_thread(self, info: RunInfo) -> None:
+        """Let go of the hold ``hold_thread`` took in the store for run ``info`` (its run
+        ended, or its start failed); a no-op for a run that took none. A store that fails is
+        logged, not raised: the hold is judged by its run, whose final snapshot says it
+        ended."""
+        if self._holding.pop(info.run_id, None) is None:
+            return
+        try:
+            await self.store.let_go_of_thread(info.tenant_id, info.thread_id or "", info.run_id)
+        except StoreError as exc:
+            _log.warning("run %s could not let go of its thread in the store: %s", info.run_id, exc)
+
     def _handed_back(
         self,
         logged: list[StoredCommand],
@@ -1258,6 +1306,8 @@ class Runtime:
 
     async def _finish(self, handle: RunHandle, result: RunResult) -> None:
         await self._fail_orphans(handle.run_id)
+        if self._holding:  # before anyone hears it ended: its thread's next turn may start
+            await self.let_go_of_thread(handle.info)
         handle.finish(result)
         if self._live is not None:
             # a graph task's entry ends without an event naming it (the graph's events name

@@ -50,6 +50,7 @@ ROWS: dict[str, dict[str, Any]] = {
         "state": "accepted",
         "command": COMMAND.model_dump_json(),
         "created_at": EPOCH.isoformat(),
+        "thread_id": None,  # (a version that has the column wrote a thread target's thread)
     },
     "events": {
         "type": EVENT.type,
@@ -77,12 +78,14 @@ ROWS: dict[str, dict[str, Any]] = {
 
 
 def threaded_row(row: dict[str, Any]) -> dict[str, Any]:
-    """``ROWS``' steering-log row made ``THREADED``'s (its ``seq``, where given, the next)."""
+    """``ROWS``' steering-log row made ``THREADED``'s (its ``seq``, where given, the next; its
+    thread, where the version has the column)."""
     return {
         **row,
         "correlation_id": "c-t",
         "command": THREADED.model_dump_json(),
         **({"seq": 2} if "seq" in row else {}),
+        **({"thread_id": 't "1"'} if "thread_id" in row else {}),
     }
 
 

@@ -1840,15 +1840,20 @@ class AgentRun(RunDriver):
         await self._finish_run(result)
         return True
 
-    def _thread_busy(self) -> str | None:
+    async def _thread_busy(self) -> str | None:
         """Why the run, reopened for another turn, cannot be a writer of its thread again
         (None: it can, and has taken it): a session's turn holds it (or, for a turn that
-        held it, another run of the thread runs). The message then fails as a late one
-        saying so, rather than two writers."""
+        held it, another run of the thread runs), in this runtime or, on a durable store, in
+        another. The message then fails as a late one saying so, rather than two writers."""
         if self.info.thread_id is None:
             return None
         try:
             self.runtime.runs.take_thread(self.info, hold=self.holds_thread, started=True)
+            try:
+                await self.runtime.hold_thread(self.info, hold=self.holds_thread)
+            except BaseException:
+                self.runtime.runs.let_go_of_thread(self.info)
+                raise
         except ThreadBusy as busy:
             writer = f"run {busy.held_by} is writing it" if busy.held_by else "another run"
             return (
@@ -1874,9 +1879,11 @@ class AgentRun(RunDriver):
             and model_call_left(self.info, self.runtime.runs.tree)
             and not _cancelled_above(self.runtime, self.info)
         ):
-            busy = self._thread_busy()
+            busy = await self._thread_busy()
             if busy is not None:
                 return busy
+            if not self.handle.status.finished:  # reopened by another message meanwhile
+                return True  # (the store was asked): this one queues for that turn
             self.runtime.runs.reopen(self.handle)
             # Its run.started said whose run this is; a trace or a log that closed the run at
             # its end starts the turn from this event alone, so it says it again.
@@ -2460,6 +2467,8 @@ async def start_agent_run(
             runtime.runs.let_go_of_thread(info)
         raise
     try:
+        if thread_id is not None:  # with a durable store: in the store too, once claimed
+            await runtime.hold_thread(info, hold=hold_thread)
         run.earlier = applied
         restored = apply.restore(run, applied)
         pause = holding_pause(applied, runs_above(runtime, info.parent_run_id)) if applied else None
@@ -2477,6 +2486,7 @@ async def start_agent_run(
         # other runtimes off it
         if thread_id is not None:
             runtime.runs.let_go_of_thread(info)
+            await runtime.let_go_of_thread(info)
         await runtime.unclaim(info.run_id)
         raise
     if pause is not None:

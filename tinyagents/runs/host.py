@@ -89,6 +89,16 @@ class RunHost(Protocol):
         failed before its run was registered: other hosts on the store may start it at once.
         A no-op when the host holds no claim of it under way."""
 
+    async def hold_thread(self, info: RunInfo, *, hold: bool) -> None:
+        """The durable half of run ``info``'s take of its thread, after the registry's
+        (``RunRegistry.take_thread``) and once the run's id is claimed: with a durable store a
+        session's turn (``hold``) holds the thread there too, and any run is ``ThreadBusy``
+        while a live run of another host on the store holds it. Nothing without one."""
+
+    async def let_go_of_thread(self, info: RunInfo) -> None:
+        """Let go of what ``hold_thread`` took in the store for ``info`` (a start that failed;
+        the host lets go itself when the run finishes). A no-op when it took nothing."""
+
     async def resting_tasks(self, run_id: str, tenant_id: str) -> dict[str, tuple[str, str | None]]:
         """Task id -> (run id, node) of the task entries graph run ``run_id`` (of ``tenant_id``) had
         when an earlier runtime left it resting on interrupts, as the durable store holds

@@ -42,6 +42,8 @@ _TEXT = {
     "inbox_receipt": ("request_id",),
     "inbox_take": ("owner",),
     "release_run": ("run_id", "owner"),
+    "thread_holder": ("tenant_id", "thread_id"),
+    "let_go_of_thread": ("tenant_id", "thread_id", "run_id"),
 }
 #: The arguments each lookup takes as a whole number (None where its default is None).
 _NUMBERS = {
@@ -54,13 +56,17 @@ _NUMBERS = {
 _ANY_OF = {"list_runs": ("statuses",), "run_commands": ("states",)}
 #: What a lookup that finds nothing answers.
 _NOTHING: dict[str, Callable[[], Any]] = {
-    name: list for name in _TEXT if name not in ("get_command", "load_run", "inbox_receipt")
+    name: list
+    for name in _TEXT
+    if name not in ("get_command", "load_run", "inbox_receipt", "thread_holder", "let_go_of_thread")
 }
 _NOTHING.update(
     get_command=lambda: None,
     load_run=lambda: None,
     inbox_receipt=lambda: None,
     release_run=lambda: False,  # no row holds the run (or names the owner): nothing released
+    thread_holder=lambda: None,
+    let_go_of_thread=lambda: False,
 )
 LOOKUPS = frozenset({*_TEXT, "claim_nonce"})
 

@@ -263,6 +263,39 @@ class Store(ABC):
         as long ago as it was then), or delete the row when the claim replaced none.
         Returns whether it did."""
 
+    # ------------------------------------------------------------------ thread holds
+
+    async def hold_thread(
+        self,
+        tenant_id: str,
+        thread_id: str,
+        run_id: str,
+        free: Callable[[dict[str, Any] | None], bool],
+    ) -> tuple[bool, dict[str, Any] | None]:
+        """Name run ``run_id`` the holder of ``thread_id`` (of ``tenant_id``: thread ids are
+        each tenant's own) unless another run holds it and ``free`` says no of that holder,
+        as one step across every process sharing the store (a compare-and-set, as
+        ``claim_run``: of two takers at once, the second is given the first as its holder).
+        ``free`` is given the holding run's snapshot (with ``SILENCE_S`` where the store
+        keeps one), or ``{"run_id": ...}`` alone when that run has no row; it only looks (it
+        runs while the hold is locked). Returns whether ``run_id`` holds the thread now, and
+        the holder found (None: none, or ``run_id`` itself). Whether a holder is still alive is ``free``'s to
+        say (the runtime judges its run's owner as it judges a claimed run's: heartbeat,
+        process gone). This default holds nothing across processes (a store of one process:
+        the runtime's own hold is the only one)."""
+        return True, None
+
+    async def thread_holder(self, tenant_id: str, thread_id: str) -> dict[str, Any] | None:
+        """The snapshot of the run holding ``thread_id`` of ``tenant_id`` (``hold_thread``:
+        ``{"run_id": ...}`` alone when that run has no row), or None."""
+        return None
+
+    async def let_go_of_thread(self, tenant_id: str, thread_id: str, run_id: str) -> bool:
+        """Run ``run_id`` no longer holds ``thread_id`` of ``tenant_id``: its hold is deleted,
+        as one step and only while it is still that run's (a holder that took over a dead
+        one's hold keeps it). Returns whether it did."""
+        return False
+
     @abstractmethod
     async def load_runs(self, *, tenant_id: str | None = None) -> list[dict[str, Any]]:
         """Every run snapshot (of ``tenant_id``, or of every tenant), in the order first

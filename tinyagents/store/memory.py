@@ -85,6 +85,9 @@ class MemoryStore(Store):
         self._runs: dict[str, dict[str, Any]] = {}
         self._inbox: dict[str, _Request] = {}  # by request id, in the order put
         self._nonces = UsedNonces()
+        #: The run holding each thread, by (tenant, thread) (``hold_thread``); an entry goes
+        #: with its holder's ``let_go_of_thread``, or is taken over.
+        self._holds: dict[tuple[str, str], str] = {}
 
     async def append_command(
         self,
@@ -194,6 +197,38 @@ class MemoryStore(Store):
             return False, stored
         self._runs[snapshot["run_id"]] = copy.deepcopy(snapshot)
         return True, stored
+
+    async def hold_thread(
+        self,
+        tenant_id: str,
+        thread_id: str,
+        run_id: str,
+        free: Callable[[dict[str, Any] | None], bool],
+    ) -> tuple[bool, dict[str, Any] | None]:
+        # read and written with no await between: one step for every task of the loop
+        held = self._holder(tenant_id, thread_id)
+        if held is not None and held["run_id"] == run_id:
+            held = None
+        if held is not None and not free(held):
+            return False, held
+        self._holds[(tenant_id, thread_id)] = run_id
+        return True, held
+
+    async def thread_holder(self, tenant_id: str, thread_id: str) -> dict[str, Any] | None:
+        return self._holder(tenant_id, thread_id)
+
+    def _holder(self, tenant_id: str, thread_id: str) -> dict[str, Any] | None:
+        run_id = self._holds.get((tenant_id, thread_id))
+        if run_id is None:
+            return None
+        snapshot = self._runs.get(run_id)
+        return copy.deepcopy(snapshot) if snapshot is not None else {"run_id": run_id}
+
+    async def let_go_of_thread(self, tenant_id: str, thread_id: str, run_id: str) -> bool:
+        if self._holds.get((tenant_id, thread_id)) != run_id:
+            return False
+        del self._holds[(tenant_id, thread_id)]
+        return True
 
     async def release_run(self, run_id: str, owner: str, previous: dict[str, Any] | None) -> bool:
         check_snapshots([previous])

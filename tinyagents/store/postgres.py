@@ -247,6 +247,19 @@ MIGRATIONS: list[tuple[int, str]] = [
         CREATE INDEX steering_log_thread ON steering_log (thread_id, state);
         """,
     ),
+    (
+        11,
+        # The run that holds each thread (a session's turn: ``Store.hold_thread``), so that
+        # runtimes of other processes on the database refuse a second writer of it.
+        """
+        CREATE TABLE thread_holds (
+            tenant_id TEXT NOT NULL,
+            thread_id TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            PRIMARY KEY (tenant_id, thread_id)
+        );
+        """,
+    ),
 ]
 
 #: A runs row's snapshot and its ``SILENCE_S``: seconds since the database heard it.
@@ -663,6 +676,53 @@ class PostgresStore(Store):
             await conn.execute(_SAVE_RUN, *row)
             return True
 
+    async def hold_thread(
+        self,
+        tenant_id: str,
+        thread_id: str,
+        run_id: str,
+        free: Callable[[dict[str, Any] | None], bool],
+    ) -> tuple[bool, dict[str, Any] | None]:
+        async with self._transaction(f"take thread {shown_id(thread_id)}") as conn:
+            while True:
+                # a thread no run holds: the insert waits for another taker's uncommitted one
+                if await conn.fetchval(_HOLD_NEW, tenant_id, thread_id, run_id):
+                    return True, None
+                # FOR UPDATE: no other taker changes the hold between this read and the write
+                row = await conn.fetchrow(f"{_HOLDER} FOR UPDATE OF h", tenant_id, thread_id)
+                if row is not None:
+                    break
+                # its holder let go between the two statements: insert again
+            held = _holder(row, tenant_id)
+            if held["run_id"] == run_id:
+                return True, None
+            if not free(held):
+                return False, held
+            await conn.execute(
+                "UPDATE thread_holds SET run_id = $3 WHERE tenant_id = $1 AND thread_id = $2",
+                tenant_id,
+                thread_id,
+                run_id,
+            )
+            return True, held
+
+    async def thread_holder(self, tenant_id: str, thread_id: str) -> dict[str, Any] | None:
+        rows = await self._fetch_again(
+            f"read the hold of thread {shown_id(thread_id)}", _HOLDER, tenant_id, thread_id
+        )
+        return _holder(rows[0], tenant_id) if rows else None
+
+    async def let_go_of_thread(self, tenant_id: str, thread_id: str, run_id: str) -> bool:
+        rows = await self._fetch_again(
+            f"let go of thread {shown_id(thread_id)}",
+            "DELETE FROM thread_holds WHERE tenant_id = $1 AND thread_id = $2 AND run_id = $3"
+            " RETURNING 1",
+            tenant_id,
+            thread_id,
+            run_id,
+        )
+        return bool(rows)
+
     async def load_runs(self, *, tenant_id: str | None = None) -> list[dict[str, Any]]:
         if tenant_id is None:
             rows = await self._fetch_again("read runs", f"SELECT {_RUN} FROM runs ORDER BY pos")
@@ -897,6 +957,25 @@ def _settling(updates: list[tuple[str, str, str, str | None]]) -> list[tuple[Any
     the other waits for (a deadlock, 40P01, aborted one of them)."""
     ordered = sorted(updates, key=lambda u: (u[0], u[1]))
     return [(state, stored_reason(reason), scope, cid) for scope, cid, state, reason in ordered]
+
+
+#: A hold of a thread no run holds (``Store.hold_thread``): 1 when it was taken.
+_HOLD_NEW = (
+    "INSERT INTO thread_holds (tenant_id, thread_id, run_id) VALUES ($1, $2, $3)"
+    " ON CONFLICT (tenant_id, thread_id) DO NOTHING RETURNING 1"
+)
+#: The run holding a thread and its snapshot as ``_RUN`` reads it (NULL: the run has no row).
+_HOLDER = (
+    "SELECT r.data, EXTRACT(EPOCH FROM clock_timestamp() - r.heard_at), h.run_id"
+    " FROM thread_holds h LEFT JOIN runs r ON r.run_id = h.run_id"
+    " WHERE h.tenant_id = $1 AND h.thread_id = $2"
+)
+
+
+def _holder(row: Any, tenant_id: str) -> dict[str, Any]:
+    """A thread's holder as ``_HOLDER`` read it: its run's snapshot, or ``{"run_id": ...}``
+    alone when the run has no row."""
+    return {"run_id": row[2]} if row[0] is None else _snapshot(row, tenant_id)
 
 
 def _snapshot(row: Any, tenant_id: str | None = None) -> dict[str, Any]:

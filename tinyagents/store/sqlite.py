@@ -68,7 +68,7 @@ _OPEN = tuple(state.value for state in CommandState if not state.terminal)
 
 #: Ordered schema migrations; each runs once, recorded in the ``migrations`` table.
 #: The tables of a store (beside the ``migrations`` table every schema in the file shares).
-_TABLES = ("steering_log", "events", "runs", "inbox", "used_nonces")
+_TABLES = ("steering_log", "events", "runs", "inbox", "used_nonces", "thread_holds")
 
 MIGRATIONS: list[tuple[int, str]] = [
     (
@@ -221,6 +221,19 @@ MIGRATIONS: list[tuple[int, str]] = [
             WHERE json_valid(command) AND json_extract(command, '$.target.type') = 'thread';
         CREATE INDEX IF NOT EXISTS steering_log_thread ON steering_log(thread_id, state);
         COMMIT;
+        """,
+    ),
+    (
+        8,
+        # The run that holds each thread (a session's turn: ``Store.hold_thread``), so that
+        # runtimes of other processes on the file refuse a second writer of it.
+        """
+        CREATE TABLE IF NOT EXISTS thread_holds (
+            tenant_id TEXT NOT NULL,
+            thread_id TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            PRIMARY KEY (tenant_id, thread_id)
+        );
         """,
     ),
 ]
@@ -617,6 +630,42 @@ class SqliteStore(Store):
             else:
                 await db.execute(_SAVE_RUN, _run_row(previous))
         return True
+
+    async def hold_thread(
+        self,
+        tenant_id: str,
+        thread_id: str,
+        run_id: str,
+        free: Callable[[dict[str, Any] | None], bool],
+    ) -> tuple[bool, dict[str, Any] | None]:
+        async with self._writing(f"take thread {shown_id(thread_id)}") as db:
+            # IMMEDIATE: the file's write lock before the read, so no other connection (of
+            # any process) takes the thread between the read and the write
+            await db.execute("BEGIN IMMEDIATE")
+            async with db.execute(_HOLDER, (tenant_id, thread_id)) as cur:
+                held = _held(await cur.fetchone(), tenant_id)
+            if held is not None and held["run_id"] == run_id:
+                held = None
+            if held is not None and not free(held):
+                return False, held
+            await db.execute(
+                "INSERT INTO thread_holds (tenant_id, thread_id, run_id) VALUES (?, ?, ?)"
+                " ON CONFLICT (tenant_id, thread_id) DO UPDATE SET run_id = excluded.run_id",
+                (tenant_id, thread_id, run_id),
+            )
+        return True, held
+
+    async def thread_holder(self, tenant_id: str, thread_id: str) -> dict[str, Any] | None:
+        async with self._reading(_HOLDER, (tenant_id, thread_id)) as cur:
+            return _held(await cur.fetchone(), tenant_id)
+
+    async def let_go_of_thread(self, tenant_id: str, thread_id: str, run_id: str) -> bool:
+        async with self._writing(f"let go of thread {shown_id(thread_id)}") as db:
+            cursor = await db.execute(
+                "DELETE FROM thread_holds WHERE tenant_id = ? AND thread_id = ? AND run_id = ?",
+                (tenant_id, thread_id, run_id),
+            )
+            return bool(cursor.rowcount)
 
     async def load_runs(self, *, tenant_id: str | None = None) -> list[dict[str, Any]]:
         sql = "SELECT data, run_id FROM runs"
@@ -1239,3 +1288,18 @@ def sql_statements(script: str) -> list[str]:
     if pending.strip(" \n;"):
         out.append(pending.strip())
     return out
+
+
+#: The run holding a thread (``thread_holds``) and its snapshot (NULL: the run has no row).
+_HOLDER = (
+    "SELECT h.run_id, CAST(r.data AS BLOB) FROM thread_holds h"
+    " LEFT JOIN runs r ON r.run_id = h.run_id WHERE h.tenant_id = ? AND h.thread_id = ?"
+)
+
+
+def _held(row: Any, tenant_id: str) -> dict[str, Any] | None:
+    """A thread's holder as ``_HOLDER`` read it: its run's snapshot (``{"run_id": ...}``
+    alone when the run has no row), or None."""
+    if row is None:
+        return None
+    return {"run_id": row[0]} if row[1] is None else read_snapshot(row[1], row[0], tenant_id)

@@ -1,0 +1,246 @@
+"""A session turn's hold on its thread is in the durable store: runtimes of other processes
+on one SQLite file or one PostgreSQL database refuse a second writer too.
+
+The hold was the runtime's own (``RunRegistry``): two runtimes on one store each let a
+session's turn run on the same thread, and the two transcripts forked. A turn now holds its
+thread in the store as well (one step: of two takers at once, one gets it), lets go as its run
+ends, and a holder whose process was killed holds nothing (judged as a claimed run is: its
+runtime gone, or its heartbeat old). The in-memory runtime keeps the hold to itself. Runs are
+held at gates, never by sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from services import drop_pg_schemas, pg_schema, postgres_dsn
+
+from tinyagents import Agent, SubAgent
+from tinyagents.errors import ThreadBusy
+from tinyagents.protocol import (
+    SteeringActor,
+    SteeringCommand,
+    SteeringDelivery,
+    SteeringKind,
+    SteeringTarget,
+)
+from tinyagents.runs import RunHandle, RunStatus
+from tinyagents.runtime import Runtime
+from tinyagents.testkit import EventRecorder, FunctionModel, Gate, ScriptedModel, reply
+
+WORKER = Path(__file__).with_name("session_thread_crash_worker.py")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A real SQLite file, or a PostgreSQL schema of the test's own."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'runs.db'}"
+        return
+    dsn = postgres_dsn()
+    sep = "&" if "?" in dsn else "?"
+    yield f"{dsn}{sep}schema={pg_schema()}"
+    await drop_pg_schemas()
+
+
+def chat(model: Any, name: str = "chat") -> SubAgent:
+    return SubAgent(Agent(name, model))
+
+
+def never_called() -> tuple[FunctionModel, list[object]]:
+    calls: list[object] = []
+    return FunctionModel(lambda r: calls.append(r) or "must not run"), calls
+
+
+async def test_a_turn_in_another_runtime_on_the_store_is_thread_busy(store_url: str) -> None:
+    gate = Gate("first")
+    async with Runtime(store_url, testing=True) as a, Runtime(store_url, testing=True) as b:
+        first = chat(gate.model("first answer")).session(runtime=a, thread_id="t-1")
+        turn = asyncio.ensure_future(first.send("one"))
+        await gate.entered.wait()
+        model, calls = never_called()
+        second = chat(model).session(runtime=b, thread_id="t-1")
+        with pytest.raises(ThreadBusy) as busy:
+            await second.send("two")
+        assert busy.value.thread_id == "t-1"
+        assert busy.value.held_by == first.runs[0]
+        assert calls == []
+        assert second.runs == []
+        gate.open()
+        assert await turn == "first answer"
+        # the turn ended: it let go, and the other runtime's turn runs at once
+        after = chat(ScriptedModel([reply("second answer")])).session(runtime=b, thread_id="t-1")
+        assert await after.send("two") == "second answer"
+
+
+async def test_a_plain_run_in_another_runtime_on_a_held_thread_is_thread_busy(
+    store_url: str,
+) -> None:
+    gate = Gate("turn")
+    async with Runtime(store_url, testing=True) as a, Runtime(store_url, testing=True) as b:
+        session = chat(gate.model()).session(runtime=a, thread_id="t-2")
+        turn = asyncio.ensure_future(session.send("one"))
+        await gate.entered.wait()
+        model, calls = never_called()
+        with pytest.raises(ThreadBusy) as busy:
+            await b.start(Agent("plain", model), "hi", thread_id="t-2")
+        assert busy.value.held_by == (await _holder(a, "t-2"))
+        assert calls == [] and b.runs.list() == []
+        gate.open()
+        await turn
+
+
+async def test_another_tenants_thread_of_that_id_is_not_held_elsewhere(store_url: str) -> None:
+    gate = Gate("turn")
+    async with Runtime(store_url, testing=True) as a, Runtime(store_url, testing=True) as b:
+        session = chat(gate.model()).session(runtime=a, thread_id="t-3")
+        turn = asyncio.ensure_future(session.send("one"))
+        await gate.entered.wait()
+        other = await b.start(
+            Agent("other", ScriptedModel([reply("theirs")])),
+            "hi",
+            thread_id="t-3",
+            tenant_id="acme",
+            hold_thread=True,
+        )
+        assert (await other.result()).output == "theirs"
+        gate.open()
+        await turn
+
+
+async def test_of_two_runtimes_taking_one_thread_at_once_exactly_one_gets_it(
+    store_url: str,
+) -> None:
+    gates = [Gate("a"), Gate("b")]
+    async with Runtime(store_url, testing=True) as a, Runtime(store_url, testing=True) as b:
+        started = await asyncio.gather(
+            a.start(Agent("a", gates[0].model()), "x", thread_id="t-4", hold_thread=True),
+            b.start(Agent("b", gates[1].model()), "x", thread_id="t-4", hold_thread=True),
+            return_exceptions=True,
+        )
+        handles = [s for s in started if isinstance(s, RunHandle)]
+        refused = [s for s in started if not isinstance(s, RunHandle)]
+        assert len(handles) == 1, started
+        (error,) = refused
+        assert isinstance(error, ThreadBusy)
+        assert error.held_by == handles[0].run_id
+        for gate in gates:
+            gate.open()
+        assert (await handles[0].result()).status is RunStatus.COMPLETED
+
+
+async def test_a_failed_start_lets_go_of_the_stored_hold(store_url: str) -> None:
+    """A turn refused at its start (its run id runs in the other runtime) leaves its thread
+    free in the store: a turn of the other runtime takes it at once."""
+    gate = Gate("other")
+    async with Runtime(store_url, testing=True) as a, Runtime(store_url, testing=True) as b:
+        other = await a.start(Agent("clerk", gate.model()), "x", run_id="job-1")
+        await gate.entered.wait()
+        with pytest.raises(Exception, match="running in another runtime"):
+            await b.start(
+                Agent("clerk", ScriptedModel([reply("no")])),
+                "x",
+                run_id="job-1",
+                thread_id="t-5",
+                hold_thread=True,
+            )
+        turn = await a.start(
+            Agent("t", ScriptedModel([reply("free")])), "x", thread_id="t-5", hold_thread=True
+        )
+        assert (await turn.result()).output == "free"
+        gate.open()
+        await other.result()
+
+
+async def test_a_reopened_turn_is_not_reopened_beside_a_turn_of_another_runtime(
+    store_url: str,
+) -> None:
+    """An END_OF_TURN message reopens a finished turn only if no turn of another runtime on
+    the store holds the thread meanwhile: it fails saying the thread is busy."""
+    gate = Gate("b")
+    async with Runtime(store_url, testing=True) as a, Runtime(store_url, testing=True) as b:
+        first = await a.start(
+            Agent("a", ScriptedModel([reply("one"), reply("two")])),
+            "x",
+            thread_id="t-6",
+            hold_thread=True,
+        )
+        assert (await first.result()).output == "one"
+        held = await b.start(Agent("b", gate.model()), "x", thread_id="t-6", hold_thread=True)
+        await gate.entered.wait()
+        recorder = EventRecorder()
+        a.bus.add_sink(recorder)
+        receipt = await a.submit(
+            SteeringCommand(
+                target=SteeringTarget.agent_run(first.run_id),
+                actor=SteeringActor.test(),
+                kind=SteeringKind.ADD_INSTRUCTION,
+                payload={"text": "and then?"},
+                delivery=SteeringDelivery.END_OF_TURN,
+            )
+        )
+        (failed,) = [
+            e
+            for e in recorder.events
+            if e.type == "steering.failed" and e.correlation_id == receipt.correlation_id
+        ]
+        assert f"thread 't-6' is busy, run {held.run_id} is writing it" in (failed.reason or "")
+        assert first.status is RunStatus.COMPLETED
+        gate.open()
+        await held.result()
+
+
+async def test_the_in_memory_runtime_keeps_its_hold_to_itself() -> None:
+    gate = Gate("turn")
+    async with Runtime(testing=True) as a, Runtime(testing=True) as b:
+        session = chat(gate.model()).session(runtime=a, thread_id="t-7")
+        turn = asyncio.ensure_future(session.send("one"))
+        await gate.entered.wait()
+        other = chat(ScriptedModel([reply("own thread")])).session(runtime=b, thread_id="t-7")
+        assert await other.send("two") == "own thread"
+        gate.open()
+        await turn
+
+
+async def test_a_hold_whose_process_was_killed_holds_nothing(tmp_path: Path) -> None:
+    """A worker process holding thread ``t-crash`` in a turn refuses this process's turn;
+    killed with SIGKILL (its run never ends, nothing lets go), its hold in the file holds
+    nothing: the next turn runs at once (its runtime is known gone on this host)."""
+    db = tmp_path / "runs.db"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(WORKER),
+        str(db),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        line = await asyncio.wait_for(proc.stdout.readline(), 60)
+        if not line.startswith(b"ready"):
+            pytest.fail(f"worker: {line!r} {(await proc.stderr.read()).decode()}")
+        async with Runtime(f"sqlite:///{db}", testing=True) as rt:
+            model, calls = never_called()
+            with pytest.raises(ThreadBusy) as busy:
+                await chat(model).session(runtime=rt, thread_id="t-crash").send("hello")
+            assert busy.value.held_by is not None and calls == []
+            proc.kill()
+            await proc.wait()
+            session = chat(ScriptedModel([reply("after the crash")])).session(
+                runtime=rt, thread_id="t-crash"
+            )
+            assert await session.send("hello") == "after the crash"
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def _holder(rt: Runtime, thread_id: str) -> str:
+    (handle,) = [h for h in rt.runs.handles() if h.info.thread_id == thread_id]
+    return handle.run_id

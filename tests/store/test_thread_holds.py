@@ -1,0 +1,149 @@
+"""``Store.hold_thread``: the run that holds each thread, for every backend.
+
+A hold is taken as one step (of two takers at once, on two connections of one SQLite file or
+one PostgreSQL database, exactly one gets it), names its run and that run's snapshot (which
+the runtime judges, as it judges a claimed run), is let go of only by its own run, and is each
+tenant's own. The memory store keeps its holds in its process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tinyagents.errors import ArgumentError
+from tinyagents.runs.info import RunInfo
+from tinyagents.store import MemoryStore, Store
+
+
+def snapshot(run_id: str, *, owner: str) -> dict[str, Any]:
+    return {**RunInfo(run_id=run_id, tenant_id="acme", thread_id="t-1").snapshot(), "owner": owner}
+
+
+def never(held: dict[str, Any] | None) -> bool:
+    return False
+
+
+async def test_a_thread_no_run_holds_is_taken_without_asking(store: Store) -> None:
+    asked: list[object] = []
+    assert await store.hold_thread("acme", "t-1", "r-1", lambda h: bool(asked.append(h))) == (
+        True,
+        None,
+    )
+    assert asked == []
+    assert await store.thread_holder("acme", "t-1") == {"run_id": "r-1"}  # no run row
+
+
+async def test_a_held_thread_is_taken_only_when_free_says_so(store: Store) -> None:
+    await store.save_runs([snapshot("r-1", owner="rt-1")])
+    assert await store.hold_thread("acme", "t-1", "r-1", never) == (True, None)
+    seen: list[Any] = []
+
+    def free(held: dict[str, Any] | None) -> bool:
+        seen.append(held)
+        return False
+
+    taken, held = await store.hold_thread("acme", "t-1", "r-2", free)
+    assert not taken
+    assert held is not None and held["run_id"] == "r-1" and held["owner"] == "rt-1"
+    assert seen == [held]
+    holder = await store.thread_holder("acme", "t-1")
+    assert holder is not None and holder["run_id"] == "r-1"
+    # its own run takes it again without asking
+    assert await store.hold_thread("acme", "t-1", "r-1", never) == (True, None)
+    # a dead holder (free says yes) is taken over, and keeps nothing of it
+    taken, held = await store.hold_thread("acme", "t-1", "r-2", lambda h: True)
+    assert taken and held is not None and held["run_id"] == "r-1"
+    assert not await store.let_go_of_thread("acme", "t-1", "r-1")
+    assert await store.thread_holder("acme", "t-1") == {"run_id": "r-2"}
+
+
+async def test_letting_go_frees_the_thread(store: Store) -> None:
+    assert (await store.hold_thread("acme", "t-1", "r-1", never))[0]
+    assert not await store.let_go_of_thread("acme", "t-1", "r-2")
+    assert await store.let_go_of_thread("acme", "t-1", "r-1")
+    assert await store.thread_holder("acme", "t-1") is None
+    assert not await store.let_go_of_thread("acme", "t-1", "r-1")
+    assert await store.hold_thread("acme", "t-1", "r-2", never) == (True, None)
+
+
+async def test_holds_are_each_tenants_own(store: Store) -> None:
+    assert (await store.hold_thread("acme", "t-1", "r-1", never))[0]
+    assert (await store.hold_thread("globex", "t-1", "r-2", never))[0]
+    assert await store.thread_holder("acme", "t-1") == {"run_id": "r-1"}
+    assert await store.thread_holder("globex", "t-1") == {"run_id": "r-2"}
+
+
+async def test_a_holder_lookup_refuses_what_is_no_text(store: Store) -> None:
+    with pytest.raises(ArgumentError, match="thread_id is text"):
+        await store.thread_holder("acme", 5)  # type: ignore[arg-type]
+    assert await store.thread_holder("acme", "t\x00") is None
+    assert not await store.let_go_of_thread("acme", "t\x00", "r-1")
+
+
+async def test_of_two_takers_of_one_thread_at_once_exactly_one_gets_it(
+    durable_backend: Any, tmp_path: Path
+) -> None:
+    """Two connections (two processes) take a thread nobody holds at the same moment, and
+    again once it is held by a run free says is alive: each time one gets it."""
+    stores = [durable_backend.make(tmp_path) for _ in range(4)]
+    for opened in stores:
+        await opened.open()
+    try:
+        for round_, thread in enumerate(("t-new", "t-new")):
+            takes = await asyncio.gather(
+                *(
+                    s.hold_thread("acme", thread, f"r-{round_}-{i}", never)
+                    for i, s in enumerate(stores)
+                )
+            )
+            winners = [i for i, (taken, _) in enumerate(takes) if taken]
+            if round_ == 0:
+                assert len(winners) == 1, takes
+                held_by = f"r-0-{winners[0]}"
+            else:
+                assert winners == [], takes  # alive: none takes it over
+            assert all(held["run_id"] == held_by for taken, held in takes if not taken)
+            holder = await stores[0].thread_holder("acme", thread)
+            assert holder == {"run_id": held_by}
+    finally:
+        for opened in stores:
+            await opened.close()
+
+
+async def test_the_memory_store_keeps_its_holds_to_itself() -> None:
+    first, second = MemoryStore(), MemoryStore()
+    assert (await first.hold_thread("acme", "t-1", "r-1", never))[0]
+    assert (await second.hold_thread("acme", "t-1", "r-2", never))[0]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["take", "take-over", "let-go"]), st.integers(0, 3)),
+        max_size=20,
+    )
+)
+async def test_a_hold_has_at_most_one_run_whatever_the_order(ops: list[tuple[str, int]]) -> None:
+    """Against a model (the memory store): the holder is the last run that took the thread
+    while it was free or took it over, until that run lets go."""
+    store = MemoryStore()
+    holder: str | None = None
+    for op, n in ops:
+        run = f"r-{n}"
+        if op == "let-go":
+            assert await store.let_go_of_thread("acme", "t", run) == (holder == run)
+            holder = None if holder == run else holder
+            continue
+        taken, _ = await store.hold_thread("acme", "t", run, lambda h, op=op: op == "take-over")
+        expect = holder in (None, run) or op == "take-over"
+        assert taken == expect
+        if taken:
+            holder = run
+        held = await store.thread_holder("acme", "t")
+        assert (held or {}).get("run_id") == holder
