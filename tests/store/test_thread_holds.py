@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tinyagents.errors import ArgumentError
-from tinyagents.runs.info import RunInfo
+from tinyagents.runs import RunInfo
 from tinyagents.store import MemoryStore, Store
 
 
