@@ -21,7 +21,7 @@ import pytest
 from services import drop_pg_schemas, pg_schema, postgres_dsn
 
 from tinyagents import Agent, SubAgent
-from tinyagents.errors import ThreadBusy
+from tinyagents.errors import StoreError, ThreadBusy
 from tinyagents.protocol import (
     SteeringActor,
     SteeringCommand,
@@ -244,3 +244,44 @@ async def test_a_hold_whose_process_was_killed_holds_nothing(tmp_path: Path) -> 
 async def _holder(rt: Runtime, thread_id: str) -> str:
     (handle,) = [h for h in rt.runs.handles() if h.info.thread_id == thread_id]
     return handle.run_id
+
+
+async def test_a_reopen_whose_store_fails_fails_its_message_and_keeps_the_thread_free(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reopen's hold in the store failed (a store error, not ``ThreadBusy``): the message
+    fails as a late one saying why, the turn stays completed, and nothing of the thread stays
+    taken in the runtime: the next turn runs."""
+    async with Runtime(f"sqlite:///{tmp_path / 'runs.db'}", testing=True) as rt:
+        first = await rt.start(
+            Agent("a", ScriptedModel([reply("one")])), "x", thread_id="t-8", hold_thread=True
+        )
+        assert (await first.result()).output == "one"
+
+        async def broken(*args: Any, **kwargs: Any) -> Any:
+            raise StoreError("the disk is gone")
+
+        monkeypatch.setattr(rt.store, "hold_thread", broken)
+        recorder = EventRecorder()
+        rt.bus.add_sink(recorder)
+        receipt = await rt.submit(
+            SteeringCommand(
+                target=SteeringTarget.agent_run(first.run_id),
+                actor=SteeringActor.test(),
+                kind=SteeringKind.ADD_INSTRUCTION,
+                payload={"text": "and then?"},
+                delivery=SteeringDelivery.END_OF_TURN,
+            )
+        )
+        (failed,) = [
+            e
+            for e in recorder.events
+            if e.type == "steering.failed" and e.correlation_id == receipt.correlation_id
+        ]
+        assert "could not be held in the store: the disk is gone" in (failed.reason or "")
+        assert first.status is RunStatus.COMPLETED
+        monkeypatch.undo()
+        turn = await rt.start(
+            Agent("b", ScriptedModel([reply("two")])), "x", thread_id="t-8", hold_thread=True
+        )
+        assert (await turn.result()).output == "two"

@@ -41,6 +41,7 @@ from tinyagents.errors import (
     RunFailed,
     RunLimitExceeded,
     RuntimeClosed,
+    StoreError,
     ThreadBusy,
     ToolError,
     ToolsWithheld,
@@ -1859,6 +1860,11 @@ class AgentRun(RunDriver):
             return (
                 f"{LATE} (not reopened: thread {busy.thread_id!r} is busy, {writer}; send it "
                 "again once that run has ended)"
+            )
+        except StoreError as exc:  # the store's hold could be neither read nor taken
+            return (
+                f"{LATE} (not reopened: thread {self.info.thread_id!r} could not be held in "
+                f"the store: {exc})"
             )
         return None
 
