@@ -171,14 +171,19 @@ class StateGraph:
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
         cache_policy: CachePolicy | None = None,
         timeout: float | timedelta | None = None,
+        error_handler: Callable[..., Any] | None = None,
     ) -> StateGraph:
         """Policies for every node that has none of its own (LangGraph 1.2's): applied at
         ``compile()``, to the nodes added before or after this call; a node's own
-        ``retry_policy`` / ``retry``, ``cache_policy`` or ``timeout`` wins. Not inherited by
-        a sub-graph (it has its own builder). ``timeout``: seconds (or a ``timedelta``) per
-        attempt, as ``add_node``'s. LangGraph's ``error_handler`` and ``TimeoutPolicy`` are
-        not offered. A value of the wrong kind is a ``GraphValidationError``."""
+        ``retry_policy`` / ``retry``, ``cache_policy``, ``timeout`` or ``error_handler``
+        wins. Not inherited by a sub-graph (it has its own builder). ``timeout``: seconds
+        (or a ``timedelta``) per attempt, as ``add_node``'s. ``error_handler``: as
+        ``add_node``'s, for every node without its own; the retry and timeout defaults apply
+        to the handlers too, as LangGraph's. LangGraph's ``TimeoutPolicy`` is not offered. A
+        value of the wrong kind is a ``GraphValidationError``."""
         defaults = self.node_defaults
+        if error_handler is not None:
+            defaults["error_handler"] = handler_spec("set_node_defaults", error_handler)
         if retry_policy is not None:
             defaults["retry"] = _policies("set_node_defaults", retry_policy, "retry_policy")
         if cache_policy is not None:
@@ -204,6 +209,7 @@ class StateGraph:
         input_schema: Any = None,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
         cache_policy: CachePolicy | None = None,
+        error_handler: Callable[..., Any] | None = None,
     ) -> StateGraph:
         """Add a node; ``action`` is a function, a compiled graph or an ``Agent``.
 
@@ -219,6 +225,12 @@ class StateGraph:
         ``cache_policy``: a ``CachePolicy``; in a graph compiled with ``cache=...`` a task
         whose input makes a key the node's cache holds reuses those writes instead of running
         (see ``graph/caching.py``).
+        ``error_handler`` (LangGraph 1.2's): a function run in the node's place, in its task,
+        once the node's last attempt failed with an ``Exception``. It gets the node's input
+        and, in a parameter annotated ``NodeError``, which node failed and with what (plus
+        ``config`` / ``runtime`` / ... as a node does); what it returns is the task's result,
+        and the run goes where its ``Command(goto=...)`` says only: the node's own edges and
+        routers do not run after a failure. A handler that raises fails the run.
         """
         if action is None:
             if not (callable(name) or isinstance(name, CompiledGraph)):
@@ -276,12 +288,18 @@ class StateGraph:
             defer=defer,
             cache_policy=check_policy(cache_policy, f"node {name!r}"),
         )
+        if error_handler is not None:
+            spec.error_handler = handler_spec(f"node {name!r}", error_handler)
+            if not destinations:
+                spec.destinations = spec.error_handler.destinations
         if isinstance(action, CompiledGraph):
             action = action._as_node()  # an @entrypoint is called by a function node
         if input_schema is None and callable(action) and not isinstance(action, type):
             input_schema = self._hinted_input(action)
         if not destinations and callable(action) and not isinstance(action, type):
-            spec.destinations = _hinted_destinations(action)
+            spec.destinations = tuple(
+                dict.fromkeys((*_hinted_destinations(action), *spec.destinations))
+            )
         if input_schema is not None:
             spec.input = self._node_input(input_schema)
         if isinstance(action, CompiledGraph):
@@ -298,7 +316,11 @@ class StateGraph:
             spec.is_async = is_async_callable(action)
             spec.takes_ctx, spec.ctx_names = context_params(action)
             spec.plain = (
-                not policies and timeout is None and not spec.takes_ctx and spec.input is None
+                not policies
+                and timeout is None
+                and not spec.takes_ctx
+                and spec.input is None
+                and spec.error_handler is None
             )
         else:
             _not_a_node(name, action)
@@ -601,6 +623,76 @@ def _policies(
             f"{who}: {arg} takes a RetryPolicy or a list of them, got {policy!r}"
         )
     return policies
+
+
+def handler_spec(who: str, fn: object) -> NodeSpec:
+    """The spec of an ``error_handler=`` function: its parameter annotated ``NodeError``
+    (ours or LangGraph's ``langgraph.errors.NodeError``) takes the failure by name; its other
+    parameters are read as a node's (``context_params``), without that one."""
+    if not callable(fn) or isinstance(fn, (type, CompiledGraph, Agent, AgentNode)):
+        raise WrongKindError(f"{who}: error_handler must be a function, got {kind_of(fn)}")
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        signature = None
+    param = None if signature is None else _error_param(fn, signature)
+    called: Callable[..., Any] = fn
+    if param is not None:
+        assert signature is not None
+        if signature.parameters[param].kind not in (
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            inspect.Parameter.KEYWORD_ONLY,
+        ):
+            raise GraphValidationError(
+                f"{who}: the error handler's NodeError parameter {param!r} must be one a "
+                "keyword can give"
+            )
+        called = _without(fn, signature, param)
+    takes_ctx, ctx_names = context_params(called)
+    if param is not None and takes_ctx and not ctx_names:
+        # the failure goes by name, so the context does too (``h(state, error, config)``
+        # called as ``h(state, ctx, error=...)`` gave ``error`` twice)
+        ctx_names = (list(inspect.signature(called).parameters)[1],)
+    name = getattr(fn, "__name__", None)
+    return NodeSpec(
+        name=name if isinstance(name, str) and name else type(fn).__name__,
+        fn=fn,
+        is_async=is_async_callable(fn),
+        takes_ctx=takes_ctx,
+        ctx_names=ctx_names,
+        error_param=param,
+        destinations=_hinted_destinations(fn),
+    )
+
+
+def _error_param(fn: Any, signature: inspect.Signature) -> str | None:
+    """The parameter of ``fn`` annotated ``NodeError`` (a class of that name: ours or
+    LangGraph's; a string annotation naming it too), or None."""
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # unresolvable annotations: read them as written
+        hints = {}
+    for p in signature.parameters.values():
+        hint = hints.get(p.name, p.annotation)
+        if isinstance(hint, str):
+            if hint.rsplit(".", 1)[-1] == "NodeError":
+                return p.name
+        elif isinstance(hint, type) and hint.__name__ == "NodeError":
+            return p.name
+    return None
+
+
+def _without(fn: Any, signature: inspect.Signature, param: str) -> Callable[..., Any]:
+    """A stand-in of ``fn`` whose signature lacks ``param``: what ``context_params`` reads
+    to see how the rest of its parameters are given (never called)."""
+
+    def called(*args: Any, **kwargs: Any) -> Any:  # pragma: no cover - only inspected
+        return fn(*args, **kwargs)
+
+    called.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[p for p in signature.parameters.values() if p.name != param]
+    )
+    return called
 
 
 def _action_name(action: Any) -> str:

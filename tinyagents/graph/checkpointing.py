@@ -298,6 +298,11 @@ class TaskRecords(Record):
     skipped: bool = False
     #: the ``steering_ref`` of the cancel that skipped the task (None: not saved with one)
     skipped_by: str | None = None
+    #: its result is its node's error handler's (``Task.handled``)
+    handled: bool = False
+    #: ``repr`` of the error its node failed with, saved before its error handler ran
+    #: (``handler_failure_write``): a run that goes on runs the handler, not the node again
+    node_failed: str | None = None
     #: ``repr`` of the exception the task's last attempt failed with (LangGraph's task error)
     error: str | None = None
     #: interrupt ids whose answer was withdrawn (``interrupt()``'s schema refused it): a new
@@ -475,6 +480,7 @@ async def load_records(
         if w.kind == "result":
             if w.value.get("cleared"):  # a replay of the step runs the task again
                 rec.writes, rec.goto, rec.skipped, rec.skipped_by = None, [], False, None
+                rec.handled = False
                 continue
             pairs = w.value["writes"]
             for key, _ in pairs:
@@ -490,6 +496,7 @@ async def load_records(
             skipped = w.value.get("skipped")
             rec.skipped = bool(skipped)
             rec.skipped_by = skipped if isinstance(skipped, str) else None
+            rec.handled = bool(w.value.get("handled"))
         elif w.kind == "interrupt":
             rec.interrupts = [Interrupt.from_json(i) for i in w.value]
         elif w.kind == "resume":
@@ -497,7 +504,10 @@ async def load_records(
         elif w.kind == "steered":
             rec.steered[w.key] = w.value
         elif w.kind == "error":
-            rec.error = w.value
+            if w.key == HANDLER_KEY:
+                rec.node_failed = w.value if isinstance(w.value, str) else repr(w.value)
+            else:
+                rec.error = w.value
         elif w.kind == "withdrawn" and w.value:
             (rec.dropped if w.value == REPLAYED else rec.withdrawn).add(w.key)
     for rec in records.values():
@@ -567,6 +577,7 @@ def result_write(
     *,
     skipped: bool = False,
     skipped_by: str | None = None,
+    handled: bool = False,
 ) -> WriteRecord:
     channels = graph.schema.channels
     untracked = graph.schema.untracked
@@ -582,6 +593,8 @@ def result_write(
         # cancelled by steering (no successors either), named by the cancel when known: a
         # cancel handed over again after a crash knows its own skip from another's
         payload["skipped"] = skipped_by or True
+    if handled:  # its node's error handler's result: it goes where its goto says only
+        payload["handled"] = True
     return WriteRecord(task_id=task_id, kind="result", value=payload)
 
 
@@ -591,6 +604,18 @@ def steering_ref(correlation_id: str, scope: str = "") -> str:
     printable), for two senders' commands under one id are two commands; the id alone for
     the shared empty scope."""
     return f"{correlation_id}\x1f{scope}" if scope else correlation_id
+
+
+#: the key of the ``error`` write that says a task's node failed and its error handler
+#: takes over (``handler_failure_write``)
+HANDLER_KEY = "error_handler"
+
+
+def handler_failure_write(task_id: str, error: BaseException) -> WriteRecord:
+    """That ``task_id``'s node failed with ``error`` and its error handler runs in its
+    place: a run that goes on after the handler failed (or the process died) runs the
+    handler again, not the node, as LangGraph's."""
+    return WriteRecord(task_id=task_id, kind="error", key=HANDLER_KEY, value=repr(error)[:2000])
 
 
 def error_write(task_id: str, error: BaseException) -> WriteRecord:

@@ -109,16 +109,35 @@ class NodeSpec(Record):
     #: ``compile(cache=...)`` (``graph/caching.py``), None without one
     cache_policy: CachePolicy | None = None
     cache: CachedNode | None = None
+    #: ``add_node(..., error_handler=...)``: the function run in the failed task's place
+    #: once the node's last attempt failed (a spec of its own: its retry and timeout are
+    #: its own, its ``fn`` is given the failure by ``error_param``); None: the run fails
+    error_handler: NodeSpec | None = None
+    #: of a handler: the parameter its ``NodeError`` goes to (None: it takes none)
+    error_param: str | None = None
 
 
 def with_defaults(spec: NodeSpec, defaults: dict[str, Any]) -> NodeSpec:
     """``spec`` with the ``StateGraph.set_node_defaults`` (``retry``, ``cache_policy``,
-    ``timeout``) it has no value of its own for; the builder's spec is left as it was."""
+    ``timeout``, ``error_handler``) it has no value of its own for; the builder's spec is
+    left as it was. The retry and timeout defaults apply to its error handler too, as
+    LangGraph's do to its handler nodes."""
     changes = {key: value for key, value in defaults.items() if not getattr(spec, key)}
+    handler = changes.get("error_handler", spec.error_handler)
+    if handler is not None:
+        handled = with_defaults(handler, {k: v for k, v in defaults.items() if k in _HANDLER})
+        if handled is not spec.error_handler:
+            changes["error_handler"] = handled
     if not changes:
         return spec
-    changes["plain"] = spec.plain and "retry" not in changes and "timeout" not in changes
+    changes["plain"] = spec.plain and not (changes.keys() & _NOT_PLAIN)
     return dataclasses.replace(spec, **changes)
+
+
+#: the node defaults an error handler takes too (LangGraph's: not its cache or its handler)
+_HANDLER = frozenset({"retry", "timeout"})
+#: the node defaults that take a node off the loop's fast path (``NodeSpec.plain``)
+_NOT_PLAIN = frozenset({"retry", "timeout", "error_handler"})
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
@@ -309,7 +328,11 @@ class GraphCore:
         self.simple_next: dict[str, list[Planned]] = {
             node: [Planned(node=t) for t in sorted(self.static.get(node, ())) if t != END]
             for node in (START, *self.nodes)
-            if node not in self.branches and node not in self.joins_from and not self.deferred
+            if node not in self.branches
+            and node not in self.joins_from
+            and not self.deferred
+            # a task its error handler finished goes where the handler's goto says only
+            and (node == START or self.nodes[node].error_handler is None)
         }
 
     @property

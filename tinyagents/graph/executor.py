@@ -44,6 +44,7 @@ from tinyagents.graph.checkpointing import (
     check_values,
     error_write,
     first_values,
+    handler_failure_write,
     interrupt_write,
     load_head,
     new_frontier_id,
@@ -60,6 +61,7 @@ from tinyagents.graph.parallel import StepTasks
 from tinyagents.graph.reducers import MISSING, detach
 from tinyagents.graph.state import StateSchema, StateView, managed_values
 from tinyagents.graph.tasks import (
+    HandledTask,
     Task,
     Writes,
     call_node,
@@ -70,7 +72,7 @@ from tinyagents.graph.tasks import (
     started,
     stray_cancel,
 )
-from tinyagents.graph.types import UNSET, Command, GraphResult, GraphStatus
+from tinyagents.graph.types import UNSET, Command, GraphResult, GraphStatus, NodeError
 
 if TYPE_CHECKING:
     from tinyagents.graph.caching import CachedNode
@@ -829,17 +831,34 @@ class GraphRun:
         """Run ``task``'s node and keep what it did; True if it was left behind meanwhile."""
         cached = task.spec.cache  # (a cache_policy, in a graph with a cache)
         hit = False
+        handler = task.spec.error_handler
+        # its node failed in an earlier run and its handler took over: the handler runs again
+        failed = None if handler is None else self._node_failed(task)
         try:
             try:
-                if cached is None:
-                    await call_node(self, task)
-                else:
-                    hit = await self._call_cached(task, cached)
-            except asyncio.CancelledError as exc:
-                running = asyncio.current_task()
-                if running is None or running.cancelling():
-                    raise  # cancelled (by its step, its run, its caller): it ends so
-                raise stray_cancel(task.node) from exc
+                try:
+                    if failed is not None:
+                        pass  # (the handler runs below)
+                    elif cached is None:
+                        await call_node(self, task)
+                    else:
+                        hit = await self._call_cached(task, cached)
+                except asyncio.CancelledError as exc:
+                    running = asyncio.current_task()
+                    if running is None or running.cancelling():
+                        raise  # cancelled (by its step, its run, its caller): it ends so
+                    raise stray_cancel(task.node) from exc
+            except Exception as exc:
+                if handler is None:
+                    raise
+                if self.checkpointer is not None:
+                    await _landed(self._put_write(handler_failure_write(task.id, exc)))
+                await self._handle(task, handler, exc)
+            else:
+                if failed is not None:
+                    assert handler is not None
+                    saved = GraphError(f"{failed} (saved when node {task.node!r} failed)")
+                    await self._handle(task, handler, saved)
         except NodeInterrupt as ni:
             if self._left_behind and self._gone(task):
                 return True
@@ -882,7 +901,9 @@ class GraphRun:
         if save_result and self.checkpointer is not None:
             assert task.writes is not None
             try:
-                record = result_write(self.graph, task.id, task.writes, task.goto)
+                record = result_write(
+                    self.graph, task.id, task.writes, task.goto, handled=task.handled
+                )
             except InvalidUpdateError as exc:  # a write no checkpoint holds: the node failed
                 task.writes = None
                 await self._save_error(task, exc)
@@ -906,6 +927,32 @@ class GraphRun:
                     task.writes = None  # not saved: it runs again on resume
                 raise
         return False
+
+    def _node_failed(self, task: Task) -> str | None:
+        """The saved ``repr`` of the error ``task``'s node failed with in an earlier run, its
+        error handler having taken over (``handler_failure_write``), or None."""
+        records = self.head.records
+        rec = records.get(task.id) if records else None
+        return None if rec is None else rec.node_failed
+
+    async def _handle(self, task: Task, handler: NodeSpec, exc: Exception) -> None:
+        """Run the error handler of ``task``'s node in its place, its last attempt having
+        failed with ``exc`` (``add_node(..., error_handler=...)``): in the task, with its
+        input, its id and its answers (an ``interrupt()`` in the handler is the task's
+        question), given ``NodeError(node, error)`` by its ``error_param``. What it returns
+        is the task's result, and the task goes where its goto says only (``HandledTask``).
+        What it raises fails the task."""
+        fn = handler.fn
+        assert fn is not None
+        if handler.error_param is not None:
+            fn = partial(fn, **{handler.error_param: NodeError(node=task.node, error=exc)})
+        spec = replace(handler, fn=fn, input=task.spec.input)
+        stand_in = Task(node=task.node, index=task.index, spec=spec, arg=task.arg, key=task.key)
+        stand_in._id = task.id
+        stand_in.resume = task.resume
+        await call_node(self, stand_in)
+        task.writes, task.goto, task.returned = stand_in.writes, stand_in.goto, stand_in.returned
+        task.__class__ = HandledTask
 
     async def _call_cached(self, task: Task, cached: CachedNode) -> bool:
         """Give ``task`` the writes its node's cache holds for its input (True), or run the
@@ -1079,7 +1126,7 @@ class GraphRun:
         task = tasks[0]
         if self.checkpointer is None or len(tasks) != 1 or task.writes is None:
             return
-        record = result_write(self.graph, task.id, task.writes, task.goto)
+        record = result_write(self.graph, task.id, task.writes, task.goto, handled=task.handled)
         put = self.checkpointer.put_writes_once if failing else self.checkpointer.put_writes
         try:
             await put(self.head.thread_id, self.head.ns, self.head.frontier_id, [record])
@@ -1095,7 +1142,9 @@ class GraphRun:
         LangGraph's routers, which run in their node's task, never see a sibling's writes."""
         head, graph = self.head, self.graph
         done = [t for t in tasks if not t.skipped]
-        finished = [(t.node, t.goto) for t in done]
+        # a task its node's error handler finished goes where the handler's goto says only
+        # (no node is named "": none of the node's edges, routers or joins are taken)
+        finished = [("" if t.handled else t.node, t.goto) for t in done]
 
         def view(i: int, schema: StateSchema | None) -> Any:
             if before is None:

@@ -879,7 +879,12 @@ def carry_records(graph: GraphCore, head: Head, *, past: bool = False) -> list[A
         later = past and (rec.interrupts or rec.error is not None) and not rec.skipped
         if rec.writes is not None and not later:
             carried.writes, carried.goto, carried.skipped = rec.writes, rec.goto, rec.skipped
-            writes.append(result_write(graph, tid, rec.writes, rec.goto, skipped=rec.skipped))
+            carried.handled = rec.handled
+            writes.append(
+                result_write(
+                    graph, tid, rec.writes, rec.goto, skipped=rec.skipped, handled=rec.handled
+                )
+            )
         elif rec.interrupts:
             writes.append(interrupt_write(tid, rec.interrupts))
             asking = {i.id for i in rec.interrupts}

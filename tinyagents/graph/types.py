@@ -207,6 +207,18 @@ def _http_status(exc: BaseException) -> int | Literal["none"] | None:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class NodeError(FrozenRecord):
+    """What a node's error handler is told of the failure it handles (LangGraph 1.2's
+    ``langgraph.errors.NodeError``): given to the handler's parameter annotated
+    ``NodeError`` (this one or LangGraph's), see ``StateGraph.add_node(..., error_handler=)``."""
+
+    #: the name of the node whose last attempt failed
+    node: str
+    #: what it raised
+    error: BaseException
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class RetryPolicy(FrozenRecord):
     """Retry a failing node: ``max_attempts`` in total, exponential backoff between them.
 

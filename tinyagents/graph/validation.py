@@ -62,8 +62,13 @@ def to_networkx(graph: DeclaredGraph) -> nx.DiGraph:
     names = list(graph.nodes)
     for branch in graph.branches:
         g.add_edges_from((branch.source, t) for t in branch.targets(names))
+    # a default error handler's ``-> Command[Literal[...]]`` may lead on from every node
+    defaults = getattr(graph, "node_defaults", None) or {}
+    handler = defaults.get("error_handler")
     for spec in graph.nodes.values():
         g.add_edges_from((spec.name, t) for t in spec.destinations)
+        if handler is not None and spec.error_handler is None:
+            g.add_edges_from((spec.name, t) for t in handler.destinations)
     return g
 
 
