@@ -6,6 +6,7 @@ the differences we keep, pinned, and what is ours alone (the errors).
 """
 
 import operator
+from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
 import pytest
@@ -13,8 +14,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph_kit import OURS, THEIRS, cfg, lg_errors, lg_memory, lg_types
 
 from tinyagents.errors import GraphError, GraphValidationError
-from tinyagents.graph import START, Command, NodeError, RetryPolicy, StateGraph
-from tinyagents.store.checkpoint import MemoryCheckpointer
+from tinyagents.graph import START, Command, NodeError, RetryPolicy, Send, StateGraph
+from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer, SqliteCheckpointer
 
 
 class Foo(TypedDict):
@@ -741,7 +742,37 @@ async def test_handler_retry_default() -> None:
     assert (out.state, calls) == ({"foo": "second"}, ["node", "handler", "handler"])
 
 
-async def test_saved_error_of_a_resumed_handler() -> None:
+async def test_handler_of_a_send_task_gets_its_argument() -> None:
+    class Fan(TypedDict):
+        items: list[int]
+        out: Annotated[list[str], operator.add]
+
+    def work(arg: dict[str, int]) -> Any:
+        if arg["n"] == 2:
+            raise ValueError("two")
+        return {"out": [f"ok{arg['n']}"]}
+
+    def handler(arg: dict[str, int], error: NodeError) -> Any:
+        return {"out": [f"handled{arg['n']}:{error.error}"]}
+
+    graph = (
+        StateGraph(Fan)
+        .add_node("start", lambda s: {})
+        .add_node("work", work, error_handler=handler)
+        .add_edge(START, "start")
+        .add_conditional_edges(
+            "start", lambda s: [Send("work", {"n": n}) for n in s["items"]], ["work"]
+        )
+        .compile()
+    )
+    out = await graph.run({"items": [1, 2, 3], "out": []})
+    assert out.state["out"] == ["ok1", "handled2:two", "ok3"]
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+async def test_saved_error_of_a_resumed_handler(backend: str, tmp_path: Path) -> None:
+    # the node's failure is saved before its handler runs: the run that goes on (on a
+    # checkpointer read anew from its file, too) runs the handler, not the node
     seen: list[Any] = []
     crash = [True]
 
@@ -754,15 +785,25 @@ async def test_saved_error_of_a_resumed_handler() -> None:
             raise RuntimeError("crash")
         return {"foo": "ok"}
 
-    graph = (
-        StateGraph(Foo)
-        .add_node("a", fail, error_handler=handler)
-        .add_edge(START, "a")
-        .compile(checkpointer=MemoryCheckpointer())
-    )
-    assert (await graph.run({"foo": ""}, thread_id="t")).status == "failed"
+    def build(cp: Checkpointer) -> Any:
+        graph = StateGraph(Foo).add_node("a", fail, error_handler=handler)
+        return graph.add_edge(START, "a").compile(checkpointer=cp)
+
+    async def run_on_new(inp: Any) -> Any:
+        if backend == "memory":
+            return await build(memory).run(inp, thread_id="t")
+        cp = SqliteCheckpointer(tmp_path / "cp.sqlite")  # the same file, read anew
+        await cp.setup()
+        try:
+            return await build(cp).run(inp, thread_id="t")
+        finally:
+            await cp.aclose()
+
+    memory = MemoryCheckpointer()
+    assert (await run_on_new({"foo": ""})).status == "failed"
     crash[0] = False
-    assert (await graph.run(None, thread_id="t")).state == {"foo": "ok"}
+    assert (await run_on_new(None)).state == {"foo": "ok"}
+    assert len(seen) == 2
     assert isinstance(seen[1], GraphError)
     assert str(seen[1]) == "ValueError('first') (saved when node 'a' failed)"
 
