@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import pickle
 from datetime import datetime
 
+import pytest
 from steerkit import MakeRun, make_command
 
-from tinyagents.events import STEERING_EVENT_TYPES, SteeringEvent
+from tinyagents.events import STEERING_EVENT_TYPES, SteeringEvent, parse_event
 from tinyagents.protocol import Boundary, SteeringActor, SteeringCommand, SteeringKind
 from tinyagents.runtime import Runtime
 from tinyagents.steering import CallNext, Decision, PolicyContext
@@ -132,3 +135,72 @@ async def test_one_step_stamps_its_events_with_one_moment(make_run: MakeRun) -> 
     assert three["requested"] == three["rejected"] > two["accepted"]
     assert len(taken) == 2 and one["delivered"] == two["delivered"] > three["rejected"]
     assert one["delivered"] < one["applied"] < two["applied"]
+
+
+async def test_a_commands_shared_payload_summary_is_read_only(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder
+) -> None:
+    """A command's four events share one ``payload_summary`` (built once per command): a
+    consumer that changed it in one event would change it in the other three and in the
+    run's steering history. It is read-only at every level; ``dict(...)``/``.copy()`` give
+    a plain dict to change."""
+    handle = await make_run("r-1", tools=["search", "shell"])
+    narrowed = await rt.submit(make_command("r-1", K.CONSTRAIN_TOOLS, {"tools": ["search"]}))
+    context = await rt.submit(
+        make_command("r-1", K.PROVIDE_CONTEXT, {"value": {"rows": [1, {"id": "a"}]}})
+    )
+    for cmd in handle.inbox.take(Boundary.BEFORE_MODEL_CALL):
+        handle.inbox.applied(cmd)
+    tools = recorder.steering(narrowed.correlation_id)
+    values = recorder.steering(context.correlation_id)
+    assert [e.type for e in tools] == [
+        "steering.requested",
+        "steering.accepted",
+        "steering.delivered",
+        "steering.applied",
+    ]
+    first, nested = tools[0].payload_summary, values[0].payload_summary
+    changes = [
+        lambda: first.__setitem__("tools", ["shell"]),
+        lambda: first.__delitem__("tools"),
+        lambda: first.update(tools=["shell"]),
+        lambda: first.setdefault("extra", 1),
+        lambda: first.pop("tools"),
+        lambda: first.popitem(),
+        first.clear,
+        lambda: first["tools"].append("shell"),
+        lambda: first["tools"].__setitem__(0, "shell"),
+        lambda: first["tools"].extend(["shell"]),
+        lambda: first["tools"].sort(),
+        lambda: nested["value"]["rows"].pop(),
+        lambda: nested["value"]["rows"][1].__setitem__("id", "b"),
+        lambda: nested["value"].__setitem__("rows", []),
+    ]
+    for change in changes:
+        with pytest.raises(TypeError, match="read-only"):
+            change()
+    with pytest.raises(TypeError, match="read-only"):
+        first |= {"tools": ["shell"]}  # type: ignore[misc]
+    history = rt.steering_history("r-1")
+    for receipt, summary in [
+        (narrowed, {"tools": ["search"]}),
+        (context, {"value": {"rows": [1, {"id": "a"}]}}),
+    ]:
+        mine = [e.payload_summary for e in history if e.correlation_id == receipt.correlation_id]
+        assert mine == 4 * [summary]
+    plain = first.copy()
+    plain["tools"] = ["shell"]
+    other = dict(nested)
+    other["value"] = None
+    assert (type(plain), type(other)) == (dict, dict)
+    assert tools[3].payload_summary == {"tools": ["search"]}
+    assert values[3].payload_summary == {"value": {"rows": [1, {"id": "a"}]}}
+    # Read-only, and otherwise what it was: a dict and lists, in JSON and through pickle.
+    for event in (tools[0], values[0]):
+        assert isinstance(event.payload_summary, dict)
+        assert parse_event(event.to_json()).payload_summary == event.payload_summary
+        assert event.to_dict(mode="json")["payload_summary"] == event.payload_summary
+        copied = pickle.loads(pickle.dumps(event.payload_summary))
+        assert copied == event.payload_summary
+        assert type(copied) is type(event.payload_summary)
+    assert json.loads(json.dumps(nested)) == {"value": {"rows": [1, {"id": "a"}]}}

@@ -131,6 +131,66 @@ def _summary(
     return _summary(repr(value), max_chars, secret_keys, level, left)
 
 
+class ReadOnlyDict(dict[str, Any]):
+    """A dict that refuses every change (``TypeError``): a summary that several events share.
+    ``dict(...)`` or ``.copy()`` gives a plain dict to change. Still a ``dict`` for JSON,
+    pydantic and ``==``."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(_READ_ONLY)
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickle and copy build it whole, never item by item
+        return (type(self), (dict(self),))
+
+
+class ReadOnlyList(list[Any]):
+    """A list that refuses every change (``TypeError``), inside a ``ReadOnlyDict``.
+    ``list(...)`` or ``.copy()`` gives a plain list to change."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(_READ_ONLY)
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (list(self),))
+
+
+_READ_ONLY = (
+    "this summary is read-only: the events of one command share it (copy it with dict(...) "
+    "or list(...) to change it)"
+)
+_EMPTY = ReadOnlyDict()
+
+
+def read_only(summary: dict[str, Any]) -> ReadOnlyDict:
+    """``summary`` (as ``summarize`` made it: dicts, lists and scalars) as a ``ReadOnlyDict``,
+    its lists and dicts read-only too at every level."""
+    if not summary:
+        return _EMPTY
+    for value in summary.values():
+        if type(value) is list or type(value) is dict:  # noqa: E721  # exactly summarize's
+            return ReadOnlyDict({k: _frozen(v) for k, v in summary.items()})
+    return ReadOnlyDict(summary)  # the usual summary: text, one level
+
+
+def _frozen(value: Any) -> Any:
+    # At most MAX_SUMMARY_DEPTH levels deep and MAX_SUMMARY_ITEMS items: a summary's bounds.
+    if type(value) is dict:  # noqa: E721
+        return ReadOnlyDict({k: _frozen(v) for k, v in value.items()})
+    if type(value) is list:  # noqa: E721
+        return ReadOnlyList([_frozen(v) for v in value])
+    return value
+
+
 def _held(count: int, one: str, many: str) -> str:
     return f"… ({count} {one if count == 1 else many} in all)"
 

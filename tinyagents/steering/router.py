@@ -26,7 +26,7 @@ from tinyagents.events.bus import EventBus
 from tinyagents.events.models import (
     SteeringEvent,
 )
-from tinyagents.events.redact import summarize
+from tinyagents.events.redact import read_only, summarize
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
     AgentRunTarget,
@@ -1332,7 +1332,8 @@ def _events_for(tracked: _Tracked, registry: RunRegistry) -> dict[str, Any]:
     if cmd.checkpoint_id is not None:
         events["checkpoint_id"] = cmd.checkpoint_id
     tracked.events = events
-    tracked.summary = summarize(cmd.payload)
+    # Read-only: the command's events share it (and a consumer's change would be theirs).
+    tracked.summary = read_only(summarize(cmd.payload))
     tracked.events_cmd, tracked.events_info = cmd, info
     return events
 
