@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from pydantic_ai import Agent as PAgent
 from pydantic_ai import RunContext as PRunContext
-from pydantic_ai.messages import ModelMessage, TextPart
+from pydantic_ai.messages import ModelMessage, TextPart, ToolCallPart
 from pydantic_ai.messages import ModelRequest as PModelRequest
 from pydantic_ai.messages import ModelResponse as PModelResponse
 from pydantic_ai.models.function import AgentInfo
@@ -849,3 +849,45 @@ def test_prepare_tools_of_the_wrong_shape_is_refused() -> None:
         ConfigurationError, match=r"prepare_tools must be a function \(ctx, specs\)"
     ):
         Agent("a", ScriptedModel([]), prepare_tools=lambda specs: specs)
+
+
+def test_empty_instructions_send_no_system_message_as_pydantic_ai() -> None:
+    """Pinned as intended: ``instructions=""`` (and functions that give "") is no
+    instruction at all, as in pydantic-ai (its request's ``instructions`` is None): the
+    request has no empty system message (one that some providers refuse, and that would tell
+    the model nothing). A function that gives text on a later request puts the system
+    message there, first."""
+    for given in ("", ("", lambda: ""), lambda: None):
+        theirs: PAgent[None, str] = PAgent(None, instructions=given)  # type: ignore[arg-type]
+        model = ScriptedModel(["ok"])
+        Agent("a", model, instructions=given).run_sync("Hello")  # type: ignore[arg-type]
+        assert their_instructions(theirs, "Hello") == system_texts(model) == [None]
+        assert [m.role for m in model.requests[0].messages] == ["user"]
+
+    def later_factory() -> Any:
+        calls = [0]
+
+        def later() -> str:
+            calls[0] += 1
+            return "" if calls[0] == 1 else "Now answer."
+
+        return later
+
+    def get_time() -> str:
+        return "noon"
+
+    their_seen: list[str | None] = []
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> PModelResponse:
+        last = messages[-1]
+        assert isinstance(last, PModelRequest)
+        their_seen.append(last.instructions)
+        if len(messages) == 1:
+            return PModelResponse(parts=[ToolCallPart("get_time", {})])
+        return PModelResponse(parts=[TextPart("ok")])
+
+    theirs = PAgent(PFunctionModel(answer), instructions=later_factory(), tools=[get_time])
+    theirs.run_sync("Hello")
+    model = ScriptedModel([tool_call("get_time"), "ok"])
+    Agent("a", model, instructions=later_factory(), tools=[tool(get_time)]).run_sync("Hello")
+    assert system_texts(model) == their_seen == [None, "Now answer."]
