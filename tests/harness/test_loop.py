@@ -839,6 +839,72 @@ async def test_a_call_a_tool_middleware_renames_runs_the_tool_it_names_now(rt: R
     assert (answer.tool_call_id, answer.name, answer.content) == ("c1", "old_echo", "x")
 
 
+def _hide(ctx: Any, spec: Any) -> None:
+    return None
+
+
+@pytest.mark.parametrize("hidden_by", ["prepare", "prepare_tools", "steering"])
+async def test_a_call_renamed_to_a_tool_not_offered_this_request_does_not_run_it(
+    rt: Runtime, recorder: EventRecorder, hidden_by: str
+):
+    # a prepare (or prepare_tools) that hid 'echo' from this request only narrows: a
+    # middleware that renamed the model's call to it ran it all the same, where a call
+    # renamed to a tool steering's constrain_tools took away is answered as a call to a tool
+    # the run does not have
+    ran: list[str] = []
+
+    @tool(prepare=_hide if hidden_by == "prepare" else None)
+    def hidden(text: str) -> str:
+        """Must not run this request."""
+        ran.append(text)
+        return text
+
+    @tool
+    def old_echo(text: str) -> str:
+        """The retired echo."""
+        return f"old {text}"
+
+    def without_hidden(ctx: Any, specs: list[Any]) -> list[Any]:
+        return [s for s in specs if s.name != "hidden"]
+
+    class ToHidden(Middleware):
+        async def tool(self, call: ToolCall, ctx: Any, call_next: Any) -> ToolResult:
+            if call.name == "old_echo":
+                call = ToolCall(id=call.id, name="hidden", args=call.args)
+            return await call_next(call)
+
+    handles: list[RunHandle] = []
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        if len(model.requests) > 1:
+            return reply("done")
+        if hidden_by == "steering":  # lands before the call runs (before_tool_dispatch)
+            assert (await handles[0].constrain_tools(["old_echo"], actor=OPERATOR)).accepted
+        return tool_call("old_echo", id="c1", text="x")
+
+    model = FunctionModel(answer)
+    agent = Agent(
+        "a",
+        model,
+        tools=[hidden, old_echo],
+        middleware=[ToHidden()],
+        prepare_tools=without_hidden if hidden_by == "prepare_tools" else None,
+    )
+    handles.append(await rt.start(agent, "go"))
+    result = await handles[0].result()
+
+    assert result.status is RunStatus.COMPLETED
+    assert ran == []
+    offered = [t.name for t in model.requests[0].tools]
+    assert offered == (["hidden", "old_echo"] if hidden_by == "steering" else ["old_echo"])
+    (answer_message,) = [m for m in model.requests[-1].messages if m.role == "tool"]
+    assert answer_message.tool_call_id == "c1"
+    assert "unknown tool 'hidden'" in answer_message.content, answer_message.content
+    assert "old_echo" in answer_message.content
+    (event,) = events_of(recorder, "tool.result")
+    assert event.error
+
+
 class Forgetful(Middleware):
     name = "forgetful"
 

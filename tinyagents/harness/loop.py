@@ -1339,10 +1339,11 @@ class AgentRun(RunDriver):
                     error=True,
                     refused=True,
                 )
-            # the call as the middleware passed it on: a renamed call runs the tool it names
+            # the call as the middleware passed it on: a renamed call runs the tool it names,
+            # if this request offered it (a prepare's hiding narrows, as steering's does)
             try:
                 return await execute_tool_call(
-                    tool if c.name == call.name else allowed.get(c.name),
+                    tool if c.name == call.name else _offered_tool(allowed, available, c.name),
                     c,
                     timeout_s=limit,
                     available=available,
@@ -2783,6 +2784,13 @@ def _check_messages(value: object, name: str, expected: str) -> None:
 
 
 _ROLES: tuple[str, ...] = get_args(Role)
+
+
+def _offered_tool(allowed: Mapping[str, Tool], available: list[str], name: str) -> Tool | None:
+    """The tool a middleware's renamed call names, if the request offered it (``available``:
+    what steering left and no ``prepare`` hid); None answers it as a call to a tool the run
+    does not have."""
+    return allowed.get(name) if name in available else None
 
 
 def _initial_messages(
