@@ -81,17 +81,24 @@ def summarize(
     *,
     max_chars: int = 200,
     secret_keys: frozenset[str] = DEFAULT_SECRET_KEYS,
+    read_only: bool = False,
 ) -> Any:
     """A JSON-safe copy of ``value`` with secret-named keys masked, strings cut to
     ``max_chars`` (the cut says how long the original was), containers nested deeper than
     ``MAX_SUMMARY_DEPTH`` levels shown as a marker (saying how many items it held), and at
     most ``MAX_SUMMARY_ITEMS`` items kept in all (a marker says how many a cut container
-    held)."""
-    return _summary(value, max_chars, secret_keys, 1, [MAX_SUMMARY_ITEMS])
+    held). ``read_only``: its dicts and lists are ``ReadOnlyDict``/``ReadOnlyList``, for a
+    summary that several events share."""
+    return _summary(value, max_chars, secret_keys, 1, [MAX_SUMMARY_ITEMS], read_only)
 
 
 def _summary(
-    value: Any, max_chars: int, secret_keys: frozenset[str], level: int, left: list[int]
+    value: Any,
+    max_chars: int,
+    secret_keys: frozenset[str],
+    level: int,
+    left: list[int],
+    frozen: bool,
 ) -> Any:
     # Positional recursion, at most MAX_SUMMARY_DEPTH deep: every steering command's payload
     # goes through here. ``left`` counts down the items still to keep, shared by all levels.
@@ -115,7 +122,9 @@ def _summary(
             elif type(v) is str and len(v) <= max_chars:  # the usual value: kept as it is
                 out[key] = v
             else:
-                out[key] = _summary(v, max_chars, secret_keys, level + 1, left)
+                out[key] = _summary(v, max_chars, secret_keys, level + 1, left, frozen)
+        if frozen:
+            return ReadOnlyDict(out) if out else _EMPTY
         return out
     if isinstance(value, (list, tuple, set, frozenset)):
         kept: list[Any] = []
@@ -124,11 +133,11 @@ def _summary(
                 kept.append(_held(len(value), "item", "items"))
                 break
             left[0] -= 1
-            kept.append(_summary(v, max_chars, secret_keys, level + 1, left))
-        return kept
+            kept.append(_summary(v, max_chars, secret_keys, level + 1, left, frozen))
+        return ReadOnlyList(kept) if frozen else kept
     if value is None or isinstance(value, (bool, int, float)):
         return value
-    return _summary(repr(value), max_chars, secret_keys, level, left)
+    return _summary(repr(value), max_chars, secret_keys, level, left, frozen)
 
 
 class ReadOnlyDict(dict[str, Any]):
@@ -168,27 +177,8 @@ _READ_ONLY = (
     "this summary is read-only: the events of one command share it (copy it with dict(...) "
     "or list(...) to change it)"
 )
+#: The read-only summary of an empty payload, one for all.
 _EMPTY = ReadOnlyDict()
-
-
-def read_only(summary: dict[str, Any]) -> ReadOnlyDict:
-    """``summary`` (as ``summarize`` made it: dicts, lists and scalars) as a ``ReadOnlyDict``,
-    its lists and dicts read-only too at every level."""
-    if not summary:
-        return _EMPTY
-    for value in summary.values():
-        if type(value) is list or type(value) is dict:  # noqa: E721  # exactly summarize's
-            return ReadOnlyDict({k: _frozen(v) for k, v in summary.items()})
-    return ReadOnlyDict(summary)  # the usual summary: text, one level
-
-
-def _frozen(value: Any) -> Any:
-    # At most MAX_SUMMARY_DEPTH levels deep and MAX_SUMMARY_ITEMS items: a summary's bounds.
-    if type(value) is dict:  # noqa: E721
-        return ReadOnlyDict({k: _frozen(v) for k, v in value.items()})
-    if type(value) is list:  # noqa: E721
-        return ReadOnlyList([_frozen(v) for v in value])
-    return value
 
 
 def _held(count: int, one: str, many: str) -> str:

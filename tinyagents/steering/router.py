@@ -26,7 +26,7 @@ from tinyagents.events.bus import EventBus
 from tinyagents.events.models import (
     SteeringEvent,
 )
-from tinyagents.events.redact import read_only, summarize
+from tinyagents.events.redact import summarize
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
     AgentRunTarget,
@@ -1333,7 +1333,7 @@ def _events_for(tracked: _Tracked, registry: RunRegistry) -> dict[str, Any]:
         events["checkpoint_id"] = cmd.checkpoint_id
     tracked.events = events
     # Read-only: the command's events share it (and a consumer's change would be theirs).
-    tracked.summary = read_only(summarize(cmd.payload))
+    tracked.summary = summarize(cmd.payload, read_only=True)
     tracked.events_cmd, tracked.events_info = cmd, info
     return events
 
