@@ -29,7 +29,9 @@ from tinyagents.graph import (
     Send,
     StateGraph,
     default_retry_on,
+    get_stream_writer,
     interrupt,
+    task,
 )
 from tinyagents.graph.reducers import Append
 from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
@@ -252,6 +254,88 @@ async def test_a_sync_node_with_a_timeout_is_bounded_by_it() -> None:
     finally:
         release.set()  # the worker thread runs on to its end
     assert result.status == "failed" and isinstance(result.error, TimeoutError)
+
+
+@pytest.mark.parametrize("writer", ["ctx", "get_stream_writer"])
+async def test_what_a_timed_out_sync_nodes_thread_writes_later_is_dropped(writer: str) -> None:
+    # Python cannot stop the thread of a sync node whose timeout= fired: it runs on. What
+    # it streamed after that went into the run's stream beside the retry's, as if the
+    # attempt that timed out were still running; its @task calls ran; its result is dropped.
+    release, wrote = threading.Event(), threading.Event()
+    called: list[str] = []
+
+    @task
+    def side(x: str) -> str:
+        called.append(x)
+        return x
+
+    def node(state: Any, ctx: NodeContext) -> dict[str, Any]:
+        emit = ctx.emit if writer == "ctx" else get_stream_writer()
+        if ctx.attempt == 1:
+            release.wait(30)
+            emit("late")  # after its attempt timed out: dropped
+            try:
+                side("late").result()
+            except GraphError as exc:
+                called.append(f"refused: {exc}")
+            wrote.set()
+            return {"log": ["attempt 1"]}
+        emit("before")
+        release.set()  # the first attempt's thread goes on, and writes, while this one runs
+        wrote.wait(30)
+        emit("after")
+        return {"log": ["attempt 2"]}
+
+    graph = StateGraph(LogState).add_node(
+        "n", node, timeout=0.05, retry=RetryPolicy(max_attempts=2, initial_interval=0)
+    )
+    compiled = graph.add_edge(START, "n").add_edge("n", END).compile()
+    try:
+        items = [item async for item in compiled.stream({}, mode=["custom", "updates"])]
+    finally:
+        release.set()
+    assert items == [
+        ("custom", "before"),
+        ("custom", "after"),
+        ("updates", {"n": {"log": ["attempt 2"]}}),
+    ]
+    (refusal,) = called
+    assert refusal.startswith("refused: task 'side' was called after its node's attempt")
+
+
+async def test_a_runtime_closes_while_a_sync_nodes_thread_still_runs() -> None:
+    # the run ends (its timeout, or the runtime's close cancelling it) without waiting for
+    # the thread, and the runtime's close does not wait for it either: the thread is left
+    # to finish on its own, and what it writes then is dropped
+    release, entered = threading.Event(), threading.Event()
+    finished: list[str] = []
+
+    def blocks(state: Any, ctx: NodeContext) -> dict[str, Any]:
+        if ctx.node == "held":
+            entered.set()
+        release.wait(60)
+        ctx.emit("late")
+        finished.append(ctx.node)
+        return {"log": [ctx.node]}
+
+    timed = StateGraph(LogState).add_node("timed", blocks, timeout=0.05)
+    timed_graph = timed.add_edge(START, "timed").add_edge("timed", END).compile()
+    held = StateGraph(LogState).add_node("held", blocks, timeout=60)
+    held_graph = held.add_edge(START, "held").add_edge("held", END).compile()
+    try:
+        async with Runtime() as rt:
+            first = await rt.start_graph(timed_graph, {}, thread_id="t1")
+            assert (await first.result()).status is RunStatus.FAILED
+            second = await rt.start_graph(held_graph, {}, thread_id="t2")
+            assert await asyncio.to_thread(entered.wait, 30)
+        assert second.done and (await second.result()).status is RunStatus.CANCELLED
+        assert finished == []  # both threads still blocked: nothing waited for them
+    finally:
+        release.set()
+    for thread in [t for t in threading.enumerate() if t.name in ("node timed", "node held")]:
+        thread.join(30)
+    await asyncio.sleep(0)
+    assert sorted(finished) == ["held", "timed"]
 
 
 @pytest.mark.parametrize("node_timeout", [None, 30])

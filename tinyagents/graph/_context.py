@@ -246,6 +246,31 @@ caller_loop: ContextVar[asyncio.AbstractEventLoop | None] = ContextVar(
 )
 
 
+@dataclass(slots=True, kw_only=True, eq=False)
+class ThreadAttempt(Record):
+    """One attempt of a sync node on a worker thread of its own (``timeout=``). ``ended`` once
+    the run stopped waiting for it: a timeout (or a cancel) abandons the thread, which Python
+    cannot stop, and what it writes from then on is dropped."""
+
+    ended: bool = False
+
+
+#: The attempt the sync node running on this worker thread belongs to (set by
+#: ``graph.tasks`` in the thread's own context); None elsewhere.
+thread_attempt: ContextVar[ThreadAttempt | None] = ContextVar(
+    "tinyagents_graph_thread_attempt", default=None
+)
+
+
+def emit_unless_ended(
+    emit: Callable[[str, Any], None], attempt: ThreadAttempt | None, task_id: str, value: Any
+) -> None:
+    """``emit(task_id, value)`` on the run's loop, handed there from a node's worker thread:
+    dropped if that node's attempt ``ended`` (timed out) before the loop got to it."""
+    if attempt is None or not attempt.ended:
+        emit(task_id, value)
+
+
 def run_blocking(running: Coroutine[Any, Any, T]) -> T:
     """Run the coroutine ``running`` to its end from a thread without a running loop and
     return its result: on ``caller_loop``'s loop when there is one (waiting here for it),

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from tinyagents._record import Record
 from tinyagents.errors import GraphError
+from tinyagents.graph._context import emit_unless_ended, thread_attempt
 from tinyagents.protocol.commands import (
     SteeringActor,
     SteeringCommand,
@@ -78,7 +79,11 @@ class NodeContext(Record):
         if self._run is None:
             return
         if self._loop is not None:  # from a worker thread: the stream is the loop's
-            self._loop.call_soon_threadsafe(self._run.emit, self.task_id, value)
+            # (dropped there if the node's attempt timed out meanwhile)
+            attempt = thread_attempt.get()
+            self._loop.call_soon_threadsafe(
+                emit_unless_ended, self._run.emit, attempt, self.task_id, value
+            )
         else:
             self._run.emit(self.task_id, value)
 

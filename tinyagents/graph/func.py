@@ -42,6 +42,7 @@ from tinyagents.graph._context import (
     caller_loop,
     enclosing_scope,
     run_blocking,
+    thread_attempt,
 )
 from tinyagents.graph.builder import CONTEXT_PARAMS, StateGraph
 from tinyagents.graph.caching import (
@@ -361,6 +362,12 @@ class Task(Generic[T]):
             raise GraphError(
                 f"task {self.name!r} was called after its entrypoint's run stopped (a sync "
                 "entrypoint's thread goes on after a cancel): it is not run"
+            )
+        attempt = thread_attempt.get()
+        if attempt is not None and attempt.ended:
+            raise GraphError(
+                f"task {self.name!r} was called after its node's attempt timed out (a sync "
+                "node's thread goes on after its timeout=): it is not run"
             )
         coro = self._call(scope, args, kwargs)
         future: asyncio.Future[T] | concurrent.futures.Future[T]

@@ -29,7 +29,14 @@ from pydantic import BaseModel, ValidationError
 
 from tinyagents._record import FrozenRecord
 from tinyagents.errors import ArgumentError, GraphError
-from tinyagents.graph._context import TaskScope, caller_loop, enclosing_scope, routing
+from tinyagents.graph._context import (
+    TaskScope,
+    caller_loop,
+    emit_unless_ended,
+    enclosing_scope,
+    routing,
+    thread_attempt,
+)
 from tinyagents.graph.longterm import node_store
 
 if TYPE_CHECKING:
@@ -130,8 +137,9 @@ def _task_writer(run: Any, task_id: str) -> Callable[[Any], None]:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            if loop is not None:
-                loop.call_soon_threadsafe(run.emit, task_id, value)
+            if loop is not None:  # dropped there if the node's attempt timed out meanwhile
+                attempt = thread_attempt.get()
+                loop.call_soon_threadsafe(emit_unless_ended, run.emit, attempt, task_id, value)
                 return
         run.emit(task_id, value)
 

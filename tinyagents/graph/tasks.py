@@ -26,11 +26,13 @@ from tinyagents.graph._context import (
     NodeInterrupt,
     ParentCommand,
     TaskScope,
+    ThreadAttempt,
     caller_loop,
     enclosing_scope,
     reset_scope,
     set_scope,
     stable_id,
+    thread_attempt,
     user_failure,
 )
 from tinyagents.graph.checkpointing import Planned
@@ -409,16 +411,11 @@ async def _invoke(run: TaskRun, task: Task, attempt: int) -> Any:
                 fn, args = functools.partial(fn, **context_kwargs(spec.ctx_names, ctx)), (arg,)
             if threaded:
                 ctx._loop = asyncio.get_running_loop()
-                out = await in_own_thread(_threaded, ctx._loop, fn, *args, name=f"node {task.node}")
+                out = await _in_thread(ctx._loop, task.node, fn, *args)
             else:
                 out = fn(*args)
         elif threaded:
-            # a sync node with a timeout runs in a worker thread, so the timeout can end the wait
-            # for it (inline it would hold the event loop past it); on a timeout the thread runs
-            # on to its end and its result is dropped (a thread of its own: never one of the
-            # loop's executor's few workers, which a stuck node would hold)
-            loop = asyncio.get_running_loop()
-            out = await in_own_thread(_threaded, loop, fn, arg, name=f"node {task.node}")
+            out = await _in_thread(asyncio.get_running_loop(), task.node, fn, arg)
         else:
             out = fn(arg)
         if spec.is_async or inspect.isawaitable(out):
@@ -569,7 +566,24 @@ __all__ = [
 ]
 
 
-def _threaded(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any) -> Any:
+async def _in_thread(
+    loop: asyncio.AbstractEventLoop, node: str, fn: Callable[..., Any], *args: Any
+) -> Any:
+    """A sync node with a timeout, run in a worker thread, so the timeout can end the wait
+    for it (inline it would hold the event loop past it); a thread of its own, never one of
+    the loop's executor's few workers, which a stuck node would hold. On a timeout (or a
+    cancel) the thread runs on to its end, as Python cannot stop it: its result is dropped,
+    and so is what it streams or any ``@task`` it calls from then on (``ThreadAttempt``)."""
+    attempt = ThreadAttempt()
+    try:
+        return await in_own_thread(_threaded, loop, attempt, fn, *args, name=f"node {node}")
+    finally:
+        attempt.ended = True
+
+
+def _threaded(
+    loop: asyncio.AbstractEventLoop, attempt: ThreadAttempt, fn: Callable[..., Any], *args: Any
+) -> Any:
     """Call a sync node in its worker thread, ``loop`` (the run's) its ``caller_loop``: a
     graph it runs with ``run_sync`` (an entrypoint's ``invoke``) is a sub-graph call on the
     run's loop. A ``StopIteration`` it raises cannot be handed from the thread to the
@@ -577,6 +591,7 @@ def _threaded(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: An
     it is raised as the ``RuntimeError`` Python makes of it in a coroutine, where the node
     runs without a timeout."""
     caller_loop.set(loop)  # this thread's own context (a copy: in_own_thread's)
+    thread_attempt.set(attempt)
     try:
         return fn(*args)
     except StopIteration as exc:
