@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from tinyagents import Agent, LiteLLMModel, RunStatus, tool
+from tinyagents import Agent, LiteLLMModel, RunStatus, Runtime, tool
 from tinyagents.harness import Message, ModelRequest, ModelResponse, StreamChunk, ToolCall
-from tinyagents.testkit import OpenAICompatServer, RawStream, reply
+from tinyagents.testkit import EventRecorder, OpenAICompatServer, RawStream, reply
 
 
 @tool
@@ -309,3 +309,64 @@ def test_a_streamed_call_nested_too_deep_is_not_whole_json() -> None:
     from tinyagents.harness.litellm_stream import _whole_json
 
     assert _whole_json(TOO_DEEP) is False  # raised RecursionError, failing the stream
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_legacy_function_call_is_the_models_tool_call(stream: bool) -> None:
+    """A server that answers in OpenAI's older function-calling form (``message.function_call``,
+    ``delta.function_call``: one call, no id) had its call dropped, whole or streamed: the run
+    ended with an empty answer. It is the response's one tool call, and its streamed pieces
+    are that call's ``model.delta`` pieces (the call's id on its first)."""
+    legacy: Any
+    if stream:
+        legacy = RawStream(
+            deltas=[
+                {"function_call": {"name": "add", "arguments": ""}},
+                {"function_call": {"arguments": '{"a": 1, '}},
+                {"function_call": {"arguments": '"b": 2}'}},
+            ],
+            finish_reason="function_call",
+        )
+    else:
+        legacy = {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 1_700_000_000,
+            "model": "test-model",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "function_call": {"name": "add", "arguments": '{"a": 1, "b": 2}'},
+                    },
+                    "finish_reason": "function_call",
+                }
+            ],
+        }
+    recorder = EventRecorder()
+    async with OpenAICompatServer([legacy, reply("3")]) as server:
+        model = LiteLLMModel(
+            "openai/test-model", api_base=server.base_url, api_key="sk-test", stream=stream
+        )
+        async with Runtime(sinks=[recorder]) as rt:
+            result = await (await rt.start(Agent("a", model, tools=[add]), "1+2?")).result()
+
+    assert result.status is RunStatus.COMPLETED and result.output == "3"
+    sent = server.requests[1]["messages"]
+    (call,) = sent[-2]["tool_calls"]
+    assert call["function"]["name"] == "add" and call["id"]
+    assert json.loads(call["function"]["arguments"]) == {"a": 1, "b": 2}
+    assert (sent[-1]["role"], sent[-1]["tool_call_id"], sent[-1]["content"]) == (
+        "tool",
+        call["id"],
+        "3",
+    )
+    pieces = [e for e in recorder.of_type("model.delta") if e.tool_call_index is not None]
+    if stream:
+        assert [p.tool_name for p in pieces if p.tool_name] == ["add"]
+        assert pieces[0].tool_call_id == call["id"]
+        assert json.loads("".join(p.args_delta for p in pieces)) == {"a": 1, "b": 2}
+    else:
+        assert pieces == []

@@ -311,3 +311,20 @@ async def test_a_custom_models_thinking_that_is_no_text_fails_the_run_naming_it(
 
     assert result.status == RunStatus.FAILED
     assert "its thinking holds int 3" in str(result.error)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_think_block_the_prompt_opened_is_text(stream: bool) -> None:
+    """Pinned as intended: a chat template that opens ``<think>`` in the prompt (DeepSeek-R1's,
+    Qwen3's) gets an answer with only ``</think>`` in it. litellm leaves it in the content,
+    and so do we: telling it apart needs the whole answer (a stream would hold back all of
+    its text, in case a ``</think>`` came), and an answer that mentions the tag would lose
+    what came before it. A server's reasoning parser (vLLM's ``--reasoning-parser``,
+    llama.cpp's ``--reasoning-format``) sends that thinking as ``reasoning_content``."""
+    content = "Let me think.\n</think>\n\nThe answer is 4."
+    script = [streamed(*re.split("(?<= )", content)) if stream else completion(content)]
+    async with OpenAICompatServer(script) as server:
+        result, deltas = await run(Agent("a", model_for(server, stream=stream)))
+
+    assert result.output == content and result.messages[-1].thinking == ""
+    assert all(d.thinking == "" for d in deltas)

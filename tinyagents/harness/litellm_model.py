@@ -849,6 +849,12 @@ def _parse_response(raw: Any, litellm: Any, kwargs: dict[str, Any]) -> ModelResp
         name = (function.name if function is not None else None) or NAMELESS
         arguments = function.arguments if function is not None else None
         tool_calls.append(parse_arguments(call.id or f"call_{index}", name, arguments))
+    legacy = getattr(message, "function_call", None)  # OpenAI's older function calling
+    if legacy is not None and not tool_calls:
+        # a server that answers in that form (one call, no id) had its call dropped: the
+        # run ended with an empty answer
+        name = getattr(legacy, "name", None) or NAMELESS
+        tool_calls.append(parse_arguments("call_0", name, getattr(legacy, "arguments", None)))
     usage = _usage(getattr(raw, "usage", None))
     if usage.input_tokens == 0 and usage.output_tokens == 0:
         usage = _counted(raw, litellm, kwargs, message)

@@ -178,7 +178,7 @@ class RefusalWatch(Record):
 
 def pieces(chunk: Any, tags: ThinkTagSplitter | None = None) -> Iterator[StreamChunk]:
     """The ``StreamChunk``s of one litellm chunk: its thinking (``reasoning_content``), its
-    text, then each tool-call fragment. ``tags``, the stream's splitter, takes a ``<think>``
+    text, then each tool-call fragment (or the piece of a legacy ``function_call``). ``tags``, the stream's splitter, takes a ``<think>``
     block at the start of the content apart from the text (``ThinkTagSplitter``)."""
     if not chunk.choices:
         return
@@ -191,6 +191,16 @@ def pieces(chunk: Any, tags: ThinkTagSplitter | None = None) -> Iterator[StreamC
         if thinking or text:
             yield StreamChunk(thinking_delta=thinking, text_delta=text)
     fragments = getattr(delta, "tool_calls", None) or []
+    legacy = getattr(delta, "function_call", None)  # OpenAI's older function calling
+    if legacy is not None and not fragments:
+        # one call, no id, its name on the first piece: a call at index 0, as litellm's
+        # assembled answer holds it (``_parse_response``)
+        if tags is not None:
+            yield from held_back(tags)
+        name, arguments = getattr(legacy, "name", None), getattr(legacy, "arguments", None)
+        if name or arguments:
+            yield StreamChunk(tool_call_index=0, tool_name=name or None, args_delta=arguments or "")
+        return
     if fragments and tags is not None:
         yield from held_back(tags)  # text held back as a possible tag comes before the calls
     for position, fragment in enumerate(fragments):
