@@ -15,6 +15,8 @@ import functools
 import re
 from typing import Any
 
+from tinyagents.protocol.commands import ReadOnlyDict, ReadOnlyList
+
 DEFAULT_SECRET_KEYS = frozenset(
     {
         "api_key",
@@ -140,43 +142,6 @@ def _summary(
     return _summary(repr(value), max_chars, secret_keys, level, left, frozen)
 
 
-class ReadOnlyDict(dict[str, Any]):
-    """A dict that refuses every change (``TypeError``): a summary that several events share.
-    ``dict(...)`` or ``.copy()`` gives a plain dict to change. Still a ``dict`` for JSON,
-    pydantic and ``==``."""
-
-    __slots__ = ()
-
-    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError(_READ_ONLY)
-
-    __setitem__ = __delitem__ = __ior__ = _refuse
-    clear = pop = popitem = setdefault = update = _refuse
-
-    def __reduce__(self) -> tuple[Any, ...]:  # pickle and copy build it whole, never item by item
-        return (type(self), (dict(self),))
-
-
-class ReadOnlyList(list[Any]):
-    """A list that refuses every change (``TypeError``), inside a ``ReadOnlyDict``.
-    ``list(...)`` or ``.copy()`` gives a plain list to change."""
-
-    __slots__ = ()
-
-    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError(_READ_ONLY)
-
-    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
-    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (list(self),))
-
-
-_READ_ONLY = (
-    "this summary is read-only: the events of one command share it (copy it with dict(...) "
-    "or list(...) to change it)"
-)
 #: The read-only summary of an empty payload, one for all.
 _EMPTY = ReadOnlyDict()
 
