@@ -1115,9 +1115,14 @@ class RedisControl:
         workers: dict[str, float] = {}
         for member, beat in raw:
             try:
-                workers[member.decode()] = float(beat)
+                name = member.decode()
             except UnicodeDecodeError:  # no worker's name: skipped, not a failed read
                 self.counters.malformed += 1
+                continue
+            if _no_time(beat):  # no heartbeat (a hand edit): its runs' times could not be told
+                self.counters.malformed += 1
+                continue
+            workers[name] = float(beat)
         return workers
 
     async def _remote_snapshots(self) -> Iterable[dict[str, Any]]:
@@ -1260,6 +1265,17 @@ def _refused(exc: Exception) -> bool:
     return isinstance(exc, ResponseError) and "DB index is out of range" in str(exc)
 
 
+def _no_time(beat: float) -> bool:
+    """Whether a worker set's score is no time a heartbeat gives: not finite, or past what a
+    ``datetime`` holds (``+inf`` or 1e300, written straight into Redis, was an
+    ``OverflowError`` out of every listing: ``_beaten`` makes the beat a time)."""
+    try:
+        datetime.fromtimestamp(beat, UTC)
+    except (OverflowError, ValueError, OSError):
+        return True
+    return False
+
+
 def _beaten(snapshot: dict[str, Any], beat: float) -> dict[str, Any]:
     """A mirrored snapshot whose ``updated_at`` is its worker's last heartbeat when that is
     later: the mirror rewrites a run only when it moves, and an idle run of a live worker is
@@ -1287,7 +1303,7 @@ def _load(raw: bytes | str) -> dict[str, Any] | None:
     rather than fail on it."""
     try:
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the parser: no snapshot is that deep
         return None
     if not isinstance(value, dict):
         return None
