@@ -1,22 +1,36 @@
 """A hostile or careless user's twelfth round: what sits in the Redis keys a deployment's
-workers share (a snapshot nested past any parser, a heartbeat no clock gives), ...
+workers share (a snapshot nested past any parser, a heartbeat no clock gives), and stored
+JSON nested past the parser (a store's run, event, checkpoint and graph-store rows, an
+event read back, a listing's cursor).
 
 Each test is a probe that found something (named in its docstring) or holds a decision down.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import logging
 import math
+import sqlite3
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from services import redis_url
 
+from pydantic import ValidationError
+
 from tinyagents import Runtime
 from tinyagents.distributed.redis_control import RedisControl
+from tinyagents.errors import DamagedData, StoreError
+from tinyagents.events import parse_event
+from tinyagents.server.control import decode_cursor
+from tinyagents.store import SqliteStore
+from tinyagents.store.checkpoint import CheckpointRecord, SqliteCheckpointer, WriteRecord
+from tinyagents.store.longterm import SqliteGraphStore
 
 # -- what sits in a deployment's Redis keys ---------------------------------------------------
 
@@ -92,3 +106,131 @@ async def test_a_heartbeat_no_clock_gives_is_skipped_not_a_failed_listing(
     assert await control.get_run("run-odd") is None
     assert (await control.get_run("run-good") or {}).get("run_id") == "run-good"
     assert control.counters.malformed >= 1 and control.connected
+
+
+# -- stored JSON nested past the parser ------------------------------------------------------
+
+#: JSON nested deeper than Python's reader goes: ``json.loads`` raises ``RecursionError``
+#: for it, which is no ``ValueError`` (every reader of damaged rows caught only that).
+DEEP = "[" * 5_000 + "]" * 5_000
+#: What every reader already took for damage, side by side with ``DEEP``.
+DAMAGED = {"not-json": "{", "deep": DEEP}
+
+
+def test_an_event_nested_past_the_parser_is_a_validation_error() -> None:
+    """Found: ``parse_event`` of JSON nested 5,000 deep raised ``RecursionError`` (pydantic's
+    reader refused it, and the standard library's, tried for a lone surrogate's escape, ran
+    out of stack); it raises ``pydantic.ValidationError`` for anything that is no event."""
+    for text in (DEEP, DEEP.encode(), '{"a":' * 5_000 + "1" + "}" * 5_000):
+        with pytest.raises(ValidationError):
+            parse_event(text)
+
+
+@pytest.mark.parametrize("damage", DAMAGED)
+async def test_a_store_row_nested_past_the_parser_is_damage_as_any_unreadable_row(
+    tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found: a run row whose snapshot is JSON nested 5,000 deep made ``load_run``,
+    ``load_runs`` and ``list_runs`` raise ``RecursionError`` (``tinyagents runs list
+    --store`` a traceback, the operator API's listing a 500), where a row of any other
+    damage is ``DamagedData`` naming it (and listed as damaged); such an event row stopped every reader of the
+    log instead of being left out with a warning."""
+    path = tmp_path / "s.db"
+    store = SqliteStore(path)
+    await store.open()
+    await store.close()
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "INSERT INTO runs (run_id, root_run_id, tenant_id, status, data) "
+            "VALUES ('r1', 'r1', 'acme', 'running', ?)",
+            (DAMAGED[damage],),
+        )
+        db.execute(
+            "INSERT INTO events (type, run_id, root_run_id, data) "
+            "VALUES ('run.started', 'r1', 'r1', ?)",
+            (DAMAGED[damage],),
+        )
+    db.close()
+    caplog.set_level(logging.WARNING)
+    store = SqliteStore(path)
+    await store.open()
+    try:
+        reads: list[Callable[[], Awaitable[Any]]] = [
+            lambda: store.load_run("r1"),
+            lambda: store.load_runs(),
+        ]
+        for read in reads:
+            with pytest.raises(DamagedData, match="run snapshot of 'r1'"):
+                await read()
+        (listed,) = await store.list_runs()  # an operator's listing shows it, as damaged
+        assert listed["run_id"] == "r1" and listed["error"]["type"] == "damaged_snapshot"
+        assert await store.load_events() == []
+    finally:
+        await store.close()
+    assert "does not read as an event" in caplog.text
+
+
+@pytest.mark.parametrize("damage", DAMAGED)
+async def test_a_checkpoint_row_nested_past_the_parser_is_a_store_error(
+    tmp_path: Path, damage: str
+) -> None:
+    """Found: a checkpoint body or a pending write nested 5,000 deep was ``RecursionError``
+    out of ``latest``/``get_writes`` (and of every run of the thread), where one that is not
+    JSON is a ``StoreError`` naming it."""
+    path = tmp_path / "cp.db"
+    record = CheckpointRecord(
+        thread_id="t",
+        checkpoint_id="c0",
+        parent_id=None,
+        seq=0,
+        step=0,
+        snapshot=True,
+        values={"n": 0},
+        frontier=[{"node": "a"}],
+        frontier_id="f0",
+        lineage="L",
+        source="loop",
+    )
+    write = WriteRecord(task_id="k", kind="result", key="n", value=1)
+    async with SqliteCheckpointer(path) as cp:
+        await cp.put(record)
+        await cp.put_writes("t", "", "f0", [write])
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE checkpoints SET body = ?", (DAMAGED[damage],))
+        db.execute("UPDATE checkpoint_writes SET value = ?", (DAMAGED[damage],))
+    db.close()
+    async with SqliteCheckpointer(path) as cp:
+        with pytest.raises(StoreError, match="checkpoint 'c0' of thread 't'"):
+            await cp.latest("t")
+        with pytest.raises(StoreError, match="pending write of task 'k'"):
+            await cp.get_writes("t", "", "f0")
+
+
+@pytest.mark.parametrize("damage", DAMAGED)
+async def test_a_graph_store_item_nested_past_the_parser_is_a_store_error(
+    tmp_path: Path, damage: str
+) -> None:
+    """Found: an item of the SQLite graph store nested 5,000 deep was ``RecursionError`` out
+    of ``aget`` and ``asearch``, where one that is not JSON is a ``StoreError`` naming it."""
+    path = tmp_path / "g.db"
+    async with SqliteGraphStore(path) as store:
+        await store.aput(("u",), "k", {"a": 1})
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE graph_store_items SET value = ?", (DAMAGED[damage],))
+    db.close()
+    async with SqliteGraphStore(path) as store:
+        with pytest.raises(StoreError, match="'k' no longer reads"):
+            await store.aget(("u",), "k")
+        with pytest.raises(StoreError, match="'k' no longer reads"):
+            await store.asearch(("u",))
+
+
+def test_a_cursor_nested_past_the_parser_is_no_cursor() -> None:
+    """Found: a listing's ``cursor`` (base64 of JSON, under ``MAX_CURSOR`` characters) that
+    decodes to ``[`` 1,200 times raised ``RecursionError`` from ``decode_cursor``: ``GET
+    /runs?cursor=...`` was a 500 for anyone who can list runs. It is no cursor this server
+    handed out, as any other (the API's 422, ``tests/server/test_hostile_api_12.py``)."""
+    for depth in (1_200, 1_500):
+        cursor = base64.urlsafe_b64encode(b"[" * depth).rstrip(b"=").decode()
+        with pytest.raises(ValueError, match="not a cursor this server handed out"):
+            decode_cursor(cursor)

@@ -422,7 +422,7 @@ def parse_event(data: str | bytes | dict[str, Any]) -> AnyEvent:
             raise
         try:
             value = json.loads(data, parse_constant=_no_constant)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested past pydantic's reader and this one
             raise exc from None
         if not isinstance(value, dict):
             raise

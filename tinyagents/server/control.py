@@ -117,7 +117,7 @@ def decode_cursor(cursor: str) -> RunKey:
         if base64.urlsafe_b64encode(raw).rstrip(b"=") != text:
             raise ValueError("not canonical")
         key = json.loads(raw.decode())
-    except (ValueError, UnicodeError, binascii.Error):
+    except (ValueError, UnicodeError, binascii.Error, RecursionError):
         key = None
     if (
         not isinstance(key, list)

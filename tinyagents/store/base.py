@@ -485,6 +485,8 @@ def read_snapshot(
         raise damaged("it is not UTF-8 text") from None
     except ValueError as exc:
         raise damaged(f"it is not JSON ({exc})") from None
+    except RecursionError:  # no ValueError: nested deeper than the reader goes
+        raise damaged("it is JSON nested too deep to read") from None
     if not isinstance(snapshot, dict):
         raise damaged(f"it is JSON but no object, got {type(snapshot).__name__}")
     problem = _snapshot_problem(snapshot)

@@ -945,7 +945,7 @@ def _owner(data: str) -> str | None:
     """The ``owner`` a runs row's snapshot names (None: none, or it does not read)."""
     try:
         owner = json.loads(data).get("owner")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return None
     return owner if isinstance(owner, str) else None
 

@@ -111,7 +111,7 @@ class SqliteCache(BaseCache):
                     continue
                 try:
                     found[wanted[(ns_text, key)]] = json.loads(value)
-                except ValueError:  # a damaged row: read as no entry, and dropped
+                except (ValueError, RecursionError):  # damaged: read as no entry, dropped
                     stale.append((ns_text, key))
         if stale:
             await db.executemany("DELETE FROM node_cache WHERE ns = ? AND key = ?", stale)

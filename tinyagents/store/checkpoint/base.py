@@ -160,6 +160,8 @@ def _read_body(body: str | bytes, thread_id: str, ns: str, checkpoint_id: str) -
         data = json.loads(body)
     except ValueError as exc:  # UnicodeDecodeError too
         raise StoreError(f"{what} no longer reads: it is not JSON ({exc})") from None
+    except RecursionError:  # no ValueError: nested deeper than the reader goes
+        raise StoreError(f"{what} no longer reads: it is JSON nested too deep") from None
     if not isinstance(data, dict):
         raise StoreError(f"{what} no longer reads: a JSON {type(data).__name__}, not an object")
     for key, kind in _BODY.items():
@@ -188,7 +190,7 @@ def read_write(
         )
     try:
         loaded = json.loads(value)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested past the reader
         raise StoreError(
             f"pending write of task {task_id!r} ({kind}) of {_where(thread_id, ns)}, frontier "
             f"{frontier_id!r}, no longer reads: it is not JSON ({exc})"

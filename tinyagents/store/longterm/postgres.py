@@ -222,7 +222,7 @@ def _item(cls: type[_I], row: Any, url: str) -> _I:
     prefix, key, text, created, updated = row
     try:
         value = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested past the reader
         raise StoreError(
             f"graph store {url}: the item {prefix!r} / {key!r} no longer reads: {exc}"
         ) from exc

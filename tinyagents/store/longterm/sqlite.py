@@ -268,7 +268,7 @@ def _item(cls: type[_I], row: Any, path: str) -> _I:
     prefix, key, text, created, updated = row
     try:
         value = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested past the reader
         raise StoreError(
             f"graph store {path!r}: the item {prefix!r} / {key!r} no longer reads: {exc}"
         ) from exc
