@@ -19,13 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from services import redis_url
-
 from pydantic import ValidationError
+from services import redis_url
 
 from tinyagents import Runtime
 from tinyagents.distributed.redis_control import RedisControl
-from tinyagents.errors import DamagedData, StoreError
+from tinyagents.errors import ConfigurationError, DamagedData, StoreError
 from tinyagents.events import parse_event
 from tinyagents.server.control import decode_cursor
 from tinyagents.store import SqliteStore
@@ -79,7 +78,9 @@ async def test_a_snapshot_nested_past_the_json_parser_is_skipped_not_a_failed_li
     control, client = shared
     await client.zadd(control.keys.workers, {"ghost": await _now(client)})
     deep = {"list": "[" * 100_000 + "]" * 100_000, "dict": '{"a":' * 100_000 + "1" + "}" * 100_000}
-    await client.hset(control.keys.runs("ghost"), mapping={**deep, "run-good": _snapshot("run-good")})
+    await client.hset(
+        control.keys.runs("ghost"), mapping={**deep, "run-good": _snapshot("run-good")}
+    )
     runs = await control.list_runs(None)
     assert [r["run_id"] for r in runs] == ["run-good"]
     assert control.counters.malformed == 2
@@ -106,6 +107,47 @@ async def test_a_heartbeat_no_clock_gives_is_skipped_not_a_failed_listing(
     assert await control.get_run("run-odd") is None
     assert (await control.get_run("run-good") or {}).get("run_id") == "run-good"
     assert control.counters.malformed >= 1 and control.connected
+
+
+async def _seat_taken_by(hold: Callable[[Any, str], Awaitable[Any]]) -> None:
+    """Start a worker whose seat key ``hold(client, key)`` filled first."""
+    import redis.asyncio as aioredis
+
+    url, prefix = redis_url(), f"hp12-{uuid.uuid4().hex[:12]}"
+    client = aioredis.from_url(url)
+    try:
+        async with Runtime() as rt:
+            control = RedisControl(
+                rt, url, worker_id="w", prefix=prefix, heartbeat_s=0.1, ttl_s=0.3
+            )
+            await hold(client, control.keys.seat("w"))
+            try:
+                await control.start()
+            finally:
+                await control.aclose()
+    finally:
+        keys = [k async for k in client.scan_iter(f"{prefix}:*")]
+        if keys:
+            await client.delete(*keys)
+        await client.aclose()
+
+
+async def test_a_seat_key_holding_no_text_is_a_configuration_error() -> None:
+    """Found: a worker's seat key holding bytes that are no UTF-8 text (no process's token:
+    a hand edit, another program under the prefix) made ``RedisControl.start`` raise
+    ``UnicodeDecodeError``. It is held by no process this worker can tell gone, as a holder
+    on another host: waited for, then a ``ConfigurationError`` saying the id is in use."""
+    with pytest.raises(ConfigurationError, match=r"worker id 'w' is in use"):
+        await _seat_taken_by(lambda client, key: client.set(key, b"\xff\xfe"))
+
+
+async def test_a_seat_key_of_another_type_is_a_configuration_error() -> None:
+    """Found: a worker's seat key holding a hash (a key of another program under the prefix)
+    made ``RedisControl.start`` (and ``tinyagents serve --redis``) raise Redis's own
+    ``ResponseError`` (``WRONGTYPE``). It is a ``ConfigurationError`` naming the key and what
+    to do, as every other refusal at start is."""
+    with pytest.raises(ConfigurationError, match=r"seat:w.*another prefix"):
+        await _seat_taken_by(lambda client, key: client.hset(key, "a", "b"))
 
 
 # -- stored JSON nested past the parser ------------------------------------------------------

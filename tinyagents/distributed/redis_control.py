@@ -306,6 +306,12 @@ class RedisControl:
             else:
                 await redis.aclose()
                 await pool.disconnect()
+                if not _refused(exc) and redis_answered(exc):  # WRONGTYPE: not a seat's key
+                    raise ConfigurationError(
+                        f"Redis at {redacted(self.url)!r} holds another kind of key at this "
+                        f"worker's seat {self.seat.key!r} ({exc}): another program keeps its "
+                        "keys under this prefix; give this deployment another prefix (serve's --redis-prefix)"
+                    ) from None
                 if not _refused(exc):
                     raise  # a ConfigurationError, or a bug
                 raise ConfigurationError(

@@ -74,7 +74,9 @@ class Seat:
             raw = await redis.get(self.key)
             if raw is None:
                 continue  # expired in between
-            holder = raw.decode() if isinstance(raw, bytes) else str(raw)
+            # no UTF-8 text (a hand edit): no process's token, so none this host can tell gone;
+            # waited for as another host's holder is, then refused naming what it holds
+            holder = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
             if _gone(holder):
                 if await redis.eval(_TAKE_OVER, 1, self.key, self.token, holder, self.ttl_ms):
                     break
