@@ -1,7 +1,7 @@
 """A hostile or careless user's twelfth round: what sits in the Redis keys a deployment's
-workers share (a snapshot nested past any parser, a heartbeat no clock gives), and stored
-JSON nested past the parser (a store's run, event, checkpoint and graph-store rows, an
-event read back, a listing's cursor).
+workers share (a snapshot nested past any parser, a heartbeat no clock gives, a seat key
+holding what no worker wrote), and stored JSON nested past the parser (a store's run, event,
+checkpoint and graph-store rows, an event read back, a listing's cursor).
 
 Each test is a probe that found something (named in its docstring) or holds a decision down.
 """
@@ -276,3 +276,4 @@ def test_a_cursor_nested_past_the_parser_is_no_cursor() -> None:
         cursor = base64.urlsafe_b64encode(b"[" * depth).rstrip(b"=").decode()
         with pytest.raises(ValueError, match="not a cursor this server handed out"):
             decode_cursor(cursor)
+
