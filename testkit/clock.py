@@ -53,7 +53,16 @@ class FakeClock:
         self.elapsed = 0.0
 
     def now(self) -> datetime:
-        value = self.start + timedelta(seconds=self.elapsed)
+        try:
+            value = self.start + timedelta(seconds=self.elapsed)
+        except OverflowError:
+            # ``advance`` refuses this; ``tick`` got here reading by reading. Said here, and
+            # the clock stays put, rather than a bare OverflowError out of whatever read it.
+            raise ArgumentError(
+                f"FakeClock ran past {datetime.max.year} AD: {self.elapsed:g} s after its start "
+                f"{self.start.isoformat()} (tick {self.tick:g} s a reading); give it an "
+                "earlier start or a smaller tick"
+            ) from None
         self.elapsed += self.tick
         return value
 

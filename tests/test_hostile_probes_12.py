@@ -15,6 +15,7 @@ import math
 import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +25,14 @@ from services import redis_url
 
 from tinyagents import Runtime
 from tinyagents.distributed.redis_control import RedisControl
-from tinyagents.errors import ConfigurationError, DamagedData, StoreError
+from tinyagents.errors import ArgumentError, ConfigurationError, DamagedData, StoreError
 from tinyagents.events import parse_event
 from tinyagents.server.control import decode_cursor
 from tinyagents.store import SqliteStore
 from tinyagents.store.checkpoint import CheckpointRecord, SqliteCheckpointer, WriteRecord
 from tinyagents.store.longterm import SqliteGraphStore
+from tinyagents.testkit import FakeClock
+from tinyagents.testkit.clock import EPOCH, MAX_SECONDS
 
 # -- what sits in a deployment's Redis keys ---------------------------------------------------
 
@@ -277,3 +280,29 @@ def test_a_cursor_nested_past_the_parser_is_no_cursor() -> None:
         with pytest.raises(ValueError, match="not a cursor this server handed out"):
             decode_cursor(cursor)
 
+
+# -- a fake clock ticking off the calendar ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("start", "tick"),
+    [(datetime.max.replace(tzinfo=UTC), 1.0), (EPOCH, 1e11), (EPOCH, MAX_SECONDS)],
+    ids=["at-the-end", "1e11-s", "largest-tick"],
+)
+def test_a_fake_clock_ticking_past_the_calendar_says_so_at_the_reading(
+    start: datetime, tick: float
+) -> None:
+    """Found: ``advance`` refuses to take a ``FakeClock`` past 9999 AD, but its ``tick`` took
+    it there unchecked: the reading after raised a bare ``OverflowError`` ("date value out
+    of range") from deep in whatever read the time (a run failed naming no clock). It is an
+    ``ArgumentError`` naming the clock's start and tick, and the clock does not move on."""
+    clock = FakeClock(start, tick=tick)
+    readings = []
+    with pytest.raises(ArgumentError, match=r"FakeClock ran past 9999 AD.*tick"):
+        for _ in range(10):
+            readings.append(clock.now())
+    assert readings and readings[0] == start
+    elapsed = clock.elapsed
+    with pytest.raises(ArgumentError):
+        clock.now()
+    assert clock.elapsed == elapsed
