@@ -85,8 +85,9 @@ def summarize(
     secret_keys: frozenset[str] = DEFAULT_SECRET_KEYS,
     read_only: bool = False,
 ) -> Any:
-    """A JSON-safe copy of ``value`` with secret-named keys masked, strings cut to
-    ``max_chars`` (the cut says how long the original was), containers nested deeper than
+    """A JSON-safe copy of ``value`` with secret-named keys masked, strings and keys cut to
+    ``max_chars`` (the cut says how long the original was; a key is read whole for a
+    secret's name first), containers nested deeper than
     ``MAX_SUMMARY_DEPTH`` levels shown as a marker (saying how many items it held), and at
     most ``MAX_SUMMARY_ITEMS`` items kept in all (a marker says how many a cut container
     held). ``read_only``: its dicts and lists are ``ReadOnlyDict``/``ReadOnlyList``, for a
@@ -119,7 +120,12 @@ def _summary(
                 break
             left[0] -= 1
             key = k if type(k) is str else str(k)
-            if _is_secret(key, secret_keys):
+            if len(key) > max_chars:  # cut as a value is, its whole read for a secret's name
+                secret = _secret_name(key, secret_keys)
+                key = f"{key[:max_chars]}… ({len(key)} chars)"
+            else:
+                secret = _is_secret(key, secret_keys)
+            if secret:
                 out[key] = MASK
             elif type(v) is str and len(v) <= max_chars:  # the usual value: kept as it is
                 out[key] = v
@@ -155,7 +161,7 @@ def mask(value: Any, *, secret_keys: frozenset[str] = DEFAULT_SECRET_KEYS) -> An
     of data that is already JSON-safe, such as a dumped event)."""
     if isinstance(value, dict):
         return {
-            k: MASK if _is_secret(str(k), secret_keys) else mask(v, secret_keys=secret_keys)
+            k: MASK if _secret_name(str(k), secret_keys) else mask(v, secret_keys=secret_keys)
             for k, v in value.items()
         }
     if isinstance(value, (list, tuple)):
@@ -179,6 +185,18 @@ def _secret_pattern(secret_keys: frozenset[str]) -> re.Pattern[str]:
         re.escape(s).replace("_", "_?") for s in sorted(secret_keys, key=len, reverse=True)
     )
     return re.compile(f"(?:{names})s?(?![a-z])")
+
+
+#: The longest key whose answer ``_is_secret`` keeps: its cache holds 4,096 keys, and keys of
+#: a megabyte (a model looping on one word) kept gigabytes for the life of the process.
+_CACHED_KEY_CHARS = 256
+
+
+def _secret_name(key: str, secret_keys: frozenset[str]) -> bool:
+    """``_is_secret``, cached only for a key of at most ``_CACHED_KEY_CHARS``."""
+    if len(key) <= _CACHED_KEY_CHARS:
+        return _is_secret(key, secret_keys)
+    return _is_secret.__wrapped__(key, secret_keys)
 
 
 @functools.lru_cache(maxsize=4096)
