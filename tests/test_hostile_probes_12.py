@@ -1,7 +1,8 @@
 """A hostile or careless user's twelfth round: what sits in the Redis keys a deployment's
 workers share (a snapshot nested past any parser, a heartbeat no clock gives, a seat key
 holding what no worker wrote), and stored JSON nested past the parser (a store's run, event,
-checkpoint and graph-store rows, an event read back, a listing's cursor).
+checkpoint and graph-store rows, an event read back, a listing's cursor), a fake clock's
+tick past the calendar, an event summary's megabyte keys.
 
 Each test is a probe that found something (named in its docstring) or holds a decision down.
 """
@@ -21,17 +22,18 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from services import redis_url
+from services import drop_pg_schemas, pg_schema, postgres_dsn, redis_url
 
-from tinyagents import Runtime
+from tinyagents import Agent, Runtime
 from tinyagents.distributed.redis_control import RedisControl
 from tinyagents.errors import ArgumentError, ConfigurationError, DamagedData, StoreError
 from tinyagents.events import parse_event
+from tinyagents.events.redact import MASK, _is_secret, mask, summarize
 from tinyagents.server.control import decode_cursor
-from tinyagents.store import SqliteStore
+from tinyagents.store import PostgresStore, SqliteStore
 from tinyagents.store.checkpoint import CheckpointRecord, SqliteCheckpointer, WriteRecord
 from tinyagents.store.longterm import SqliteGraphStore
-from tinyagents.testkit import FakeClock
+from tinyagents.testkit import FakeClock, ScriptedModel
 from tinyagents.testkit.clock import EPOCH, MAX_SECONDS
 
 # -- what sits in a deployment's Redis keys ---------------------------------------------------
@@ -306,3 +308,81 @@ def test_a_fake_clock_ticking_past_the_calendar_says_so_at_the_reading(
     with pytest.raises(ArgumentError):
         clock.now()
     assert clock.elapsed == elapsed
+
+
+# -- a summary's keys -------------------------------------------------------------------------
+
+
+def test_a_summary_cuts_a_long_key_as_it_cuts_a_long_value() -> None:
+    """Found: ``summarize`` cut values to ``max_chars`` but kept keys whole: a tool call
+    whose arguments held a key of a megabyte (a model looping on one word) put the megabyte
+    into its ``tool.call`` event, the store's event log, and every subscriber's copy."""
+    summary = summarize({"k" * 1_000_000: 1, "short": "kept"})
+    assert summary == {f"{'k' * 200}… (1000000 chars)": 1, "short": "kept"}
+
+
+def test_a_long_key_naming_a_secret_past_the_cut_is_still_masked() -> None:
+    summary = summarize({"x" * 1_000 + "_password": "hunter2", "y" * 1_000: "open"})
+    assert list(summary.values()) == [MASK, "open"]
+    assert mask({"x" * 1_000 + "_api_key": "sk-1"}) == {"x" * 1_000 + "_api_key": MASK}
+
+
+def test_long_keys_are_not_kept_by_the_secret_name_cache() -> None:
+    """Found: whether a key names a secret was cached for 4,096 keys of any length: 50
+    summaries of distinct megabyte keys kept 50 MB for the life of the process (4 GB at
+    the cache's size). Only keys a summary keeps whole are cached."""
+    before = _is_secret.cache_info().currsize
+    for i in range(20):
+        summarize({f"{i}" + "k" * 100_000: 1})
+        mask({f"{i}" + "m" * 100_000: 1})
+    assert _is_secret.cache_info().currsize == before
+
+
+# -- a run started under the id of a damaged row ----------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+@pytest.mark.parametrize(
+    "damage", ["{", DEEP, "[]", '{"run_id": 5}'], ids=["not-json", "deep", "list", "no-ids"]
+)
+async def test_a_run_started_over_a_damaged_row_is_refused_and_the_row_kept(
+    tmp_path: Path, backend: str, damage: str
+) -> None:
+    """Found: ``rt.start(..., run_id=...)`` on a SQLite store whose row for that id is
+    damaged raised ``RecursionError`` (JSON nested too deep), ``AttributeError`` (a JSON
+    list) or a plain ``StoreError``, and JSON of another shape was taken for a free id and
+    overwritten: the claim read the row with ``json.loads`` where every other read uses
+    ``read_snapshot``. Now ``DamagedData`` naming the run, on SQLite as on PostgreSQL, and
+    the row is left for repair."""
+    if backend == "sqlite":
+        path = tmp_path / "s.db"
+        store: Any = SqliteStore(path)
+    else:
+        store = PostgresStore(postgres_dsn(), schema=pg_schema(tmp_path))
+    await store.open()
+    try:
+        if backend == "sqlite":
+            with sqlite3.connect(path) as db:
+                db.execute(
+                    "INSERT INTO runs (run_id, root_run_id, tenant_id, status, data) "
+                    "VALUES ('r1', 'r1', 'acme', 'running', ?)",
+                    (damage,),
+                )
+            db.close()
+        else:
+            async with store._pool.acquire() as conn:
+                await conn.execute(
+                    "INSERT INTO runs (run_id, root_run_id, tenant_id, status, data) "
+                    "VALUES ('r1', 'r1', 'acme', 'running', $1)",
+                    damage,
+                )
+        async with Runtime(store=store) as rt:
+            with pytest.raises(DamagedData, match="run snapshot of 'r1'"):
+                await rt.start(Agent("a", ScriptedModel(["hi"])), "go", run_id="r1")
+            assert rt.runs.get("r1") is None
+            with pytest.raises(DamagedData):  # still there, as it was, for repair
+                await store.load_run("r1")
+    finally:
+        await store.close()
+        if backend == "postgres":
+            await drop_pg_schemas()

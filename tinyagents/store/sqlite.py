@@ -528,6 +528,9 @@ class SqliteStore(Store):
                 await db.commit()
             except BaseException as exc:
                 await _roll_back(db)
+                if isinstance(exc, DamagedData):  # a record read back (``read_snapshot``)
+                    said = f"SQLite store {self.path!r}: could not {what}: {exc}"
+                    raise DamagedData(said, record=exc.record, tenant_id=exc.tenant_id) from exc
                 if isinstance(exc, (sqlite3.Error, ValueError)):  # UnicodeEncodeError is one
                     raise StoreError(
                         f"SQLite store {self.path!r}: could not {what}: {exc}"
@@ -611,7 +614,9 @@ class SqliteStore(Store):
             await db.execute("BEGIN IMMEDIATE")
             async with db.execute("SELECT data FROM runs WHERE run_id = ?", (run_id,)) as cur:
                 row = await cur.fetchone()
-            stored = json.loads(row[0]) if row is not None else None
+            # read as every other read of a snapshot: a damaged one is DamagedData, never
+            # json's error (or a list's AttributeError), nor a free id to write over
+            stored = read_snapshot(row[0], run_id) if row is not None else None
             if not free(stored):
                 return False, stored
             await db.execute(_SAVE_RUN, _run_row(snapshot))
