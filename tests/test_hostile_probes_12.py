@@ -14,8 +14,9 @@ import json
 import logging
 import math
 import sqlite3
+import sys
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,10 +32,24 @@ from tinyagents.events import parse_event
 from tinyagents.events.redact import MASK, _is_secret, mask, summarize
 from tinyagents.server.control import decode_cursor
 from tinyagents.store import PostgresStore, SqliteStore
+from tinyagents.store.cache import SqliteCache
 from tinyagents.store.checkpoint import CheckpointRecord, SqliteCheckpointer, WriteRecord
 from tinyagents.store.longterm import SqliteGraphStore
 from tinyagents.testkit import FakeClock, ScriptedModel
 from tinyagents.testkit.clock import EPOCH, MAX_SECONDS
+
+
+@pytest.fixture(autouse=True)
+def default_recursion_limit() -> Iterator[None]:
+    """Python's default recursion limit (1000) for each test: the nesting probes here are past
+    it, and a whole run may have raised it (a library, an earlier test), under which they read."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
+
 
 # -- what sits in a deployment's Redis keys ---------------------------------------------------
 
@@ -270,6 +285,26 @@ async def test_a_graph_store_item_nested_past_the_parser_is_a_store_error(
             await store.aget(("u",), "k")
         with pytest.raises(StoreError, match="'k' no longer reads"):
             await store.asearch(("u",))
+
+
+@pytest.mark.parametrize("damage", DAMAGED)
+async def test_a_node_cache_row_nested_past_the_parser_is_no_entry(
+    tmp_path: Path, damage: str
+) -> None:
+    """Found: a ``SqliteCache`` row nested 5,000 deep was ``RecursionError`` out of ``get``
+    (and of the graph run reading it), where one that is not JSON is read as no entry and
+    dropped."""
+    path, key = tmp_path / "c.db", (("writes", "n"), "k")
+    async with SqliteCache(path) as cache:
+        await cache.set({key: ({"a": 1}, None)})
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE node_cache SET value = ?", (DAMAGED[damage],))
+    db.close()
+    async with SqliteCache(path) as cache:
+        assert await cache.get([key]) == {}
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT COUNT(*) FROM node_cache").fetchone() == (0,)
+    db.close()
 
 
 def test_a_cursor_nested_past_the_parser_is_no_cursor() -> None:
