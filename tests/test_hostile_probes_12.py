@@ -26,17 +26,17 @@ from pydantic import ValidationError
 from services import drop_pg_schemas, pg_schema, postgres_dsn, redis_url
 
 from tinyagents import Agent, Runtime
-from tinyagents.distributed.redis_control import RedisControl
+from tinyagents.distributed import RedisControl
 from tinyagents.errors import ArgumentError, ConfigurationError, DamagedData, StoreError
-from tinyagents.events import parse_event
-from tinyagents.events.redact import MASK, _is_secret, mask, summarize
+from tinyagents.events import MASK, mask, parse_event, summarize
+from tinyagents.events.redact import _is_secret
 from tinyagents.server.control import decode_cursor
 from tinyagents.store import PostgresStore, SqliteStore
 from tinyagents.store.cache import SqliteCache
 from tinyagents.store.checkpoint import CheckpointRecord, SqliteCheckpointer, WriteRecord
 from tinyagents.store.longterm import SqliteGraphStore
-from tinyagents.testkit import FakeClock, ScriptedModel
-from tinyagents.testkit.clock import EPOCH, MAX_SECONDS
+from tinyagents.testkit import EPOCH, FakeClock, ScriptedModel
+from tinyagents.testkit.clock import MAX_SECONDS
 
 
 @pytest.fixture(autouse=True)
