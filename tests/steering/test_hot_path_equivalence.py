@@ -45,8 +45,7 @@ from tinyagents.steering import (
     default_policies,
 )
 from tinyagents.steering.policies import json_bytes
-from tinyagents.store import MemoryStore
-from tinyagents.testkit import FakeClock, SequentialIds, use_clock, use_ids
+from tinyagents.testkit import SequentialIds, use_ids
 
 
 class Colour(StrEnum):
@@ -229,56 +228,6 @@ async def test_inline_checks_decide_as_the_folded_chain_does() -> None:
         "router",
     ]
     assert OPERATOR.tenant_id == "default"
-
-
-async def _run_with_store(
-    store: bool, monkeypatch: pytest.MonkeyPatch
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """``_commands`` (and one more accepted command, which a queue of two refuses) through a
-    runtime with or without a store, the clock and the ids fixed: the receipts and every
-    field of every steering event."""
-    sink = MemorySink()
-    with use_clock(FakeClock()), use_ids(SequentialIds()):
-        commands = [*_commands(), make_command("r-1", SteeringKind.REQUEST_STATUS, {})]
-        async with Runtime(
-            sinks=[sink], store=MemoryStore() if store else None, max_queued=2
-        ) as rt:
-            handle = await start_run(rt, "r-1", tools=["search", "fetch"])
-            if not store:
-                # Without a store, a command naming no checkpoint never takes the long way.
-                long_way = rt.router._evaluate
-
-                async def evaluate(tracked: Any, handle: Any) -> SteeringReceipt:
-                    assert tracked.cmd.checkpoint_id is not None, "took the long way"
-                    return await long_way(tracked, handle)
-
-                monkeypatch.setattr(rt.router, "_evaluate", evaluate)
-            receipts = [(await rt.submit(cmd)).model_dump() for cmd in commands]
-            apply_ready(handle)
-    events = [e.to_dict() for e in sink.events if e.type.startswith("steering.")]
-    return receipts, events
-
-
-async def test_a_runtime_with_no_store_decides_as_one_with_a_store(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Without a store (nothing to write, nothing to await) the router decides a command in
-    ``submit`` itself; with one it takes the long way. Same receipts, same events."""
-    fast_receipts, fast_events = await _run_with_store(False, monkeypatch)
-    long_receipts, long_events = await _run_with_store(True, monkeypatch)
-    assert fast_receipts == long_receipts
-    assert fast_events == long_events
-    assert [(r["status"], r["policy_id"]) for r in fast_receipts] == [
-        ("accepted", "default"),
-        ("rejected", "authority"),
-        ("rejected", "allowlist"),
-        ("accepted", "default"),
-        ("rejected", "payload"),
-        ("rejected", "staleness"),
-        ("rejected", "router"),
-        ("rejected", "queue"),  # the queue holds two already
-    ]
-    assert [e["type"] for e in fast_events].count("steering.applied") == 2
 
 
 def test_a_chain_with_an_ordinary_policy_has_no_inline_checks() -> None:

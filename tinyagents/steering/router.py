@@ -60,7 +60,6 @@ from tinyagents.steering.policies import (
     not_found,
 )
 from tinyagents.steering.policy import (
-    PolicyChain,
     PolicyContext,
     PolicyPipeline,
     SenderContext,
@@ -262,22 +261,6 @@ class SteeringRouter:
             evaluating = self._evaluating
             evaluating[run_id] = evaluating.get(run_id, 0) + 1
             try:
-                if self.store is None and cmd.checkpoint_id is None:
-                    # Nothing to write and no checkpoint to look up: with only inline checks
-                    # (the default pipeline) the command is decided here, with no coroutine
-                    # for the evaluation, its accept or its rejection (every command).
-                    chain = self._chain(handle)
-                    checks = chain.checks
-                    if checks is not None:
-                        refused = first_refusal(checks, cmd, self._context(tracked, handle))
-                        if refused is not None:
-                            return self._rejected(tracked, refused[0] or "rejected", refused[1])
-                        conflict = handle.inbox.conflict(cmd, key)
-                        if conflict is not None:
-                            return self._rejected(tracked, conflict, "queue")
-                        if self._admit(tracked, handle, cmd, chain.accept_id):
-                            await self._enqueue(tracked, handle)
-                        return self._receipt(tracked, ReceiptStatus.ACCEPTED, None, chain.accept_id)
                 return await self._evaluate(tracked, handle)
             finally:
                 left = evaluating[run_id] - 1
@@ -881,17 +864,16 @@ class SteeringRouter:
             "queue",
         )
 
-    def _context(self, tracked: _Tracked, handle: RunHandle) -> PolicyContext:
-        """The policies' context for ``tracked`` taken by ``handle``'s run (no checkpoint
-        looked up yet: ``_evaluate`` does, for a command that names one)."""
-        target = tracked.cmd.target
+    async def _evaluate(self, tracked: _Tracked, handle: RunHandle) -> SteeringReceipt:
+        cmd = tracked.cmd
+        target = cmd.target
         # ``_task_and_node`` and ``_trusted_middleware`` asked only when they can say more
         # than the usual answer (every command passes here)
         if type(target) is AgentRunTarget:
             task_id = node_id = None
         else:
             task_id, node_id = _task_and_node(target)
-        return PolicyContext(
+        ctx = PolicyContext(
             target=handle.info,
             tree=self.registry.tree,
             testing=self.testing,
@@ -902,24 +884,15 @@ class SteeringRouter:
             task_id=task_id,
             node_id=node_id,
         )
-
-    def _chain(self, handle: RunHandle) -> PolicyChain:
-        """The folded chain for ``handle``'s run: the pipeline's, then the run's own policies
-        (folded once per run, again only if either list changes)."""
-        run_policies = handle.own_policies
-        if run_policies:
-            chain = handle.policy_chain = self.pipeline.chain(run_policies, handle.policy_chain)
-            return chain
-        return self.pipeline.chain()
-
-    async def _evaluate(self, tracked: _Tracked, handle: RunHandle) -> SteeringReceipt:
-        cmd = tracked.cmd
-        ctx = self._context(tracked, handle)
         if cmd.checkpoint_id is not None:
             latest = ctx.latest_checkpoint_id = await handle.driver.latest_checkpoint_id()
             if latest is not None and cmd.checkpoint_id != latest:
                 ctx.checkpoint_known = await handle.driver.has_checkpoint(cmd.checkpoint_id)
-        chain = self._chain(handle)
+        run_policies = handle.own_policies
+        if run_policies:  # folded once per run (again only if either list changes)
+            chain = handle.policy_chain = self.pipeline.chain(run_policies, handle.policy_chain)
+        else:
+            chain = self.pipeline.chain()
         if chain.checks is not None:
             # Only inline checks (the default pipeline): what chain.decide would do, without
             # its coroutine or a Decision.
@@ -944,14 +917,9 @@ class SteeringRouter:
     ) -> SteeringReceipt:
         # Logged so that a retry with the same correlation id after a restart is still a
         # duplicate: the first outcome stands.
-        if self.store is not None:
-            run_id = tracked.info.run_id if tracked.info else None
-            if not await self._persist(tracked, "rejected", run_id):
-                return await self._duplicate(tracked.key)
-        return self._rejected(tracked, reason, policy_id)
-
-    def _rejected(self, tracked: _Tracked, reason: str, policy_id: str | None) -> SteeringReceipt:
-        """``tracked`` rejected, its log write (if any) done: its events and receipt."""
+        run_id = tracked.info.run_id if tracked.info else None
+        if not await self._persist(tracked, "rejected", run_id):
+            return await self._duplicate(tracked.key)
         at = _clock.now()  # requested and rejected: one step, one moment
         self._announce(tracked, at)
         self._finish(tracked, "rejected", at=at, reason=reason, policy_id=policy_id)
@@ -991,6 +959,7 @@ class SteeringRouter:
         policy_id: str | None,
         transforms: list[tuple[str, SteeringCommand]] | None = None,
     ) -> SteeringReceipt:
+        original = tracked.cmd
         if tracked.state in _TERMINAL:
             _still_open(tracked, "steering.accepted")
         # the queue's id of the command is the router's key: a transform keeps the sender and
@@ -1006,43 +975,22 @@ class SteeringRouter:
             tracked, "accepted", handle.run_id, command
         ):
             return await self._duplicate(tracked.key)
-        if self._admit(tracked, handle, command, policy_id, transforms):
-            await self._enqueue(tracked, handle)
-        return self._receipt(tracked, ReceiptStatus.ACCEPTED, None, policy_id)
-
-    def _admit(
-        self,
-        tracked: _Tracked,
-        handle: RunHandle,
-        command: SteeringCommand,
-        policy_id: str | None,
-        transforms: list[tuple[str, SteeringCommand]] | None = None,
-    ) -> bool:
-        """``tracked`` accepted as ``command``, its log write (if any) done: its events, and
-        into a live run's queue. True when the run has finished: the caller then awaits
-        ``_enqueue`` (the run's driver says whether it still takes the command)."""
-        original = tracked.cmd
         at = _clock.now()  # requested and accepted: one step, one moment
         self._announce(tracked, at)  # requested names the command as submitted
         tracked.cmd = command
         tracked.state = CommandState.ACCEPTED
+        extra: dict[str, Any] = {}
         if transforms:
-            self._emit(
-                "steering.accepted",
-                tracked,
-                at=at,
-                policy_id=policy_id,
-                transformed_by=",".join(p for p, _ in transforms),
-                original_payload_summary=summarize(original.payload),
-            )
-        else:
-            self._emit("steering.accepted", tracked, at=at, policy_id=policy_id)
+            extra["transformed_by"] = ",".join(p for p, _ in transforms)
+            extra["original_payload_summary"] = summarize(original.payload)
+        self._emit("steering.accepted", tracked, at=at, policy_id=policy_id, **extra)
         if handle.info.parent_run_id is not None:
             self._rollup(tracked, handle)
         if handle.info.status.finished:
-            return True
-        self._put(tracked, handle)  # a live run: nothing to wait for (most commands)
-        return False
+            await self._enqueue(tracked, handle)
+        else:  # a live run: nothing to wait for (most commands; this runs for every one)
+            self._put(tracked, handle)
+        return self._receipt(tracked, ReceiptStatus.ACCEPTED, None, policy_id)
 
     async def _persist(
         self,
