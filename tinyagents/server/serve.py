@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
 import signal
 import socket
 import sys
@@ -351,18 +352,24 @@ def _announce(options: ServeOptions, auth: Auth | None, url: str, out: IO[str]) 
         ]
     else:
         token = auth.mint(user=options.user, tenant=options.tenant, rights=_OPERATOR_RIGHTS)
+        # how ``token mint`` finds this key: the file given, the environment's key, or the
+        # store's (beside its SQLite file); ``--store`` alone found no key on another store,
+        # and on SQLite made a new one beside it, whose tokens this server refuses
         if options.key_file:
             key = shown_name(options.key_file)
+            mint = f"tinyagents token mint --key-file {shlex.quote(options.key_file)} ..."
         elif os.environ.get(KEY_ENV):
             key = f"${KEY_ENV}"
+            mint = f"tinyagents token mint ..., with ${KEY_ENV} set,"
         else:
             key = shown_name(str(default_key_file(options.store)))
+            mint = f"tinyagents token mint --store {shlex.quote(shown_store)} ..."
         lines += [
             f"  console (signs you in):  {url}/#token={token}",
             f"  operator token (user {options.user}, tenant {options.tenant}, "
             f"{OBSERVE_RIGHT} {CONTROL_RIGHT}); send it as",
             f"    Authorization: Bearer {token}",
-            f"  key: {key} (tinyagents token mint --store {shown_store} ... makes more)",
+            f"  key: {key} ({shown_name(mint)} makes more)",
         ]
     lines += [
         f"  API:      {url}{BASE}  (OpenAPI {url}{BASE}/openapi.json, docs {url}{BASE}/docs)",
