@@ -4,8 +4,7 @@ with Redis and two workers (test_real_clients, _2 and _3 have the HTTP clients t
 
 from __future__ import annotations
 
-import json
-import os
+import asyncio
 import shlex
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from services import drop_pg_schemas, pg_schema, postgres_dsn, redis_url
 from test_console_browser import TINYAGENTS, _listening, free_port
 from test_real_clients import needs_curl
 from test_serve import ENV
@@ -23,6 +23,21 @@ from test_serve import ENV
 from tinyagents.server.auth import Auth
 
 pytestmark = pytest.mark.timeout(300)
+
+
+async def drop_own(prefix: str) -> None:
+    """The schemas ``pg_schema`` handed out, and the Redis keys under ``prefix``, gone (the
+    services are shared)."""
+    import redis.asyncio as redis
+
+    await drop_pg_schemas()
+    client = redis.Redis.from_url(redis_url())
+    try:
+        keys = [key async for key in client.scan_iter(match=f"{prefix}*")]
+        if keys:
+            await client.delete(*keys)
+    finally:
+        await client.aclose()
 
 
 @contextmanager
@@ -93,10 +108,12 @@ def test_the_token_mint_serve_prints_makes_tokens_it_takes(store: str, tmp_path:
     if store == "sqlite":
         url = f"sqlite:///{tmp_path / 'runs.db'}"
     else:
-        dsn = "postgresql://postgres@127.0.0.1:5432/test"
-        url = os.environ.get("TINYAGENTS_POSTGRES_DSN", dsn)  # (serve only lists here)
-    with serve(tmp_path, "--store", url, "--key-file", str(key)) as printed:
-        api = printed.split("API:", 1)[1].split()[0]
-        token = _mint_as_printed(printed, tmp_path, ENV)
-        assert _curl_status(f"{api}/runs?limit=1", token) == 200
+        url = f"{postgres_dsn()}?schema={pg_schema()}"  # a schema of its own
+    try:
+        with serve(tmp_path, "--store", url, "--key-file", str(key)) as printed:
+            api = printed.split("API:", 1)[1].split()[0]
+            token = _mint_as_printed(printed, tmp_path, ENV)
+            assert _curl_status(f"{api}/runs?limit=1", token) == 200
+    finally:
+        asyncio.run(drop_pg_schemas())
     assert not (tmp_path / "runs.db.server-key").exists()  # no second key was made

@@ -617,15 +617,22 @@
     return said ? `value: ${iso(said)}` : "value (optional)";
   }
 
-  function answerValue(field) {
-    // What the field holds, as the answer's "value": JSON when it reads as JSON, else text.
+  function answerValue(field, schema) {
+    // What the field holds, as the answer's "value": JSON when it reads as JSON, else text;
+    // but a number, true, false or null is the text as typed where the question's schema
+    // says its value is a string ("50.00" read as JSON was the number 50, which such a schema
+    // refuses). An array or object typed there is sent as the JSON it is.
     const text = field ? field.value.trim() : "";
     if (!text) return undefined;
+    let value;
     try {
-      return JSON.parse(text);
+      value = JSON.parse(text);
     } catch (_) {
       return text;
     }
+    const spec = schema && schema.properties && schema.properties.value;
+    const scalar = value === null || typeof value !== "object";
+    return spec && spec.type === "string" && scalar && typeof value !== "string" ? text : value;
   }
 
   function questionText(value) {
@@ -733,7 +740,7 @@
       ? `${runPath(run.run_id)}/tasks/${encodeURIComponent(taskId)}/commands`
       : `${runPath(run.run_id)}/commands`;
     const payload = ask.id ? { interrupt_id: ask.id } : {};
-    const value = answerValue(field);
+    const value = answerValue(field, ask.response_schema);
     if (value !== undefined) payload.value = value;
     send(`${kind} ${iso(ask.node || "question")}`, run.run_id, path, { kind, payload });
   }
