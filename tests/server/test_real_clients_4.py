@@ -5,6 +5,7 @@ with Redis and two workers (test_real_clients, _2 and _3 have the HTTP clients t
 from __future__ import annotations
 
 import asyncio
+import json
 import shlex
 import subprocess
 import sys
@@ -13,11 +14,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from services import drop_pg_schemas, pg_schema, postgres_dsn, redis_url
-from test_console_browser import TINYAGENTS, _listening, free_port
+from test_console_browser import TINYAGENTS, _listening, free_port, serve_demo
 from test_real_clients import needs_curl
+from test_real_clients_3 import _until, curl_json
 from test_serve import ENV
 
 from tinyagents.server.auth import Auth
@@ -117,3 +120,55 @@ def test_the_token_mint_serve_prints_makes_tokens_it_takes(store: str, tmp_path:
     finally:
         asyncio.run(drop_pg_schemas())
     assert not (tmp_path / "runs.db.server-key").exists()  # no second key was made
+
+
+def _runs_cli(url: str, token: str, *argv: str) -> tuple[int, str, str]:
+    """``tinyagents runs ARGV --url URL`` with the token in ``$TINYAGENTS_TOKEN``."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tinyagents", "runs", *argv, "--url", url],
+        capture_output=True, text=True, timeout=120,
+        env={**ENV, "TINYAGENTS_TOKEN": token, "COLUMNS": "400"},
+    )  # fmt: skip
+    return done.returncode, done.stdout, done.stderr
+
+
+@needs_curl
+def test_the_runs_cli_shows_the_receipt_a_404_carries(tmp_path: Path) -> None:
+    """A command to a graph task that is no longer pending (its question answered, here with
+    curl) is a 404 whose body holds the command's receipt (``receipt``: rejected, its
+    correlation id, why). The ``runs`` CLI threw it away and said ``not found: run gt-...``
+    with no command id, of a run ``runs tree`` shows; it prints the server's receipt."""
+    with serve_demo(tmp_path) as (console, _printed):
+        token = console.split("#token=")[1]
+        url = console.split("/#")[0]
+        bearer = ["-H", f"Authorization: Bearer {token}"]
+        api = f"{url}/api/agents"
+
+        def asked() -> Any:
+            runs = curl_json(*bearer, f"{api}/runs?status=interrupted&limit=20")
+            return next((r for r in runs if r["kind"] == "graph" and r["depth"] == 1), None)
+
+        entry = _until(asked)
+        (question,) = entry["interrupts"]
+        body = {"kind": "approve", "payload": {"interrupt_id": question["id"]}}
+        receipt = curl_json(
+            *bearer, "-H", "Content-Type: application/json", "-d", json.dumps(body),
+            f"{api}/runs/{entry['run_id']}/tasks/{question['task_id']}/commands",
+        )  # fmt: skip
+        assert receipt["status"] == "accepted", receipt
+        _until(
+            lambda: (
+                curl_json(*bearer, f"{api}/runs/{entry['root_run_id']}")["status"] == "completed"
+            )
+        )
+
+        code, out, err = _runs_cli(url, token, "steer", entry["run_id"], "too late", "--json")
+        assert code == 1, (out, err)
+        sent = json.loads(out)
+        assert sent["status"] == "rejected" and sent["correlation_id"], sent
+        assert (
+            sent["reason"]
+            == f"not found: task {question['task_id']} is not pending in graph run {entry['root_run_id']}"
+        ), sent
+        history = curl_json(*bearer, f"{api}/runs/{entry['run_id']}/steering")
+        assert sent["correlation_id"] in [c["correlation_id"] for c in history]

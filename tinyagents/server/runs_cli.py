@@ -735,6 +735,11 @@ class HttpClient:
         code, data = await self._request("POST", path, body=body)
         if isinstance(data, dict) and "status" in data and "correlation_id" in data:
             return data  # a receipt, whatever the HTTP status
+        held = data.get("receipt") if isinstance(data, dict) else None
+        if code == 404 and isinstance(held, dict) and "status" in held and "correlation_id" in held:
+            # a target not there (a task no longer pending) is a 404 holding the receipt the
+            # server recorded: its reason and command id, not "not found: run" of a run that is
+            return held
         if code == 405:  # the path is no command endpoint: --url is not the server's root
             raise self._wrong_url(code, data)
         if code == 403 or (code == 404 and self._run_not_found(code, data, run_id)):
