@@ -23,7 +23,7 @@ from test_real_clients import needs_curl
 from test_real_clients_3 import _until, curl_json
 from test_serve import ENV
 
-from tinyagents.server.auth import Auth
+from tinyagents.server import Auth
 
 pytestmark = pytest.mark.timeout(300)
 
