@@ -2,8 +2,11 @@
 
 The worker's runs are written to a hash of its own (``Keys.runs(worker)``) as the runtime's
 live snapshots plus ``worker``, rewritten when an event says a run moved (at most every
-``throttle_s``). Every ``heartbeat_s`` the worker renews its entry in the worker set, the
-hash's expiry and its command stream's (``COMMANDS_TTL_S``), takes released runs off, and rewrites the hash if Redis lost it (a Redis
+``throttle_s``): every run the runtime holds, the finished runs of its retention window
+(``retain_finished``) included, so the hash is bounded as the runtime's memory is. Every
+``heartbeat_s`` the worker renews its entry in the worker set, the hash's expiry and its
+command stream's (``COMMANDS_TTL_S``), takes the runs the runtime released off (past the
+window, or ``forget``), and rewrites the hash if Redis lost it (a Redis
 restarted empty); the hash expires ``ttl_s`` after the last heartbeat, so a dead worker's
 runs leave the listing by themselves. A run whose snapshot JSON cannot encode is skipped
 (logged once, counted: ``unencodable``); the others are listed. A write that fails in a Redis outage is logged and
