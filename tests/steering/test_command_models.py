@@ -369,6 +369,19 @@ def test_json_schema_export_names_every_kind_target_and_actor() -> None:
     assert set(schema["required"]) == {"target", "actor", "kind"}
 
 
+def test_the_payload_is_a_json_object_in_the_schema_and_a_plain_dict_in_a_dump() -> None:
+    # pydantic's core takes the field as the ReadOnlyDict the command's check made of it (an
+    # isinstance, no Python call): its schema must still say a JSON object, in both modes
+    for mode in ("validation", "serialization"):
+        field = SteeringCommand.model_json_schema(mode=mode)["properties"]["payload"]
+        assert field == {"additionalProperties": True, "title": "Payload", "type": "object"}
+    cmd = build(K.PROVIDE_CONTEXT, {"text": "hi", "value": {"a": [1]}})
+    dumped = cmd.model_dump()["payload"]
+    assert type(dumped) is dict and type(dumped["value"]) is dict
+    assert dumped == {"text": "hi", "value": {"a": [1]}}
+    assert type(SteeringCommand.model_validate(cmd.model_dump()).payload) is ReadOnlyDict
+
+
 def test_schema_rejects_a_bad_payload_of_its_kind() -> None:
     with pytest.raises(jsonschema.ValidationError):
         PAYLOAD_VALIDATORS[K.UPDATE_BUDGET].validate({"max_depth": 3})

@@ -18,13 +18,16 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
     StrictBool,
     TypeAdapter,
     ValidationError,
-    ValidatorFunctionWrapHandler,
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import core_schema
 
 from tinyagents import _clock
 from tinyagents._record import FrozenRecord, record
@@ -695,6 +698,26 @@ def _parse_delivery(kind: SteeringKind, value: Any) -> SteeringDelivery:
         ) from None
 
 
+class _CheckedPayload:
+    """A command's ``payload`` field as pydantic's core checks it: the ``ReadOnlyDict``
+    ``SteeringCommand._check`` made of it (every way in, JSON included, passes there first),
+    taken as it is by an ``isinstance`` in the core, no Python call; in JSON Schema, an object.
+
+    A validator function on the field cost every command a call into Python only to hand the
+    dict back (and the field's own ``dict[str, Any]`` validation would copy it into a plain
+    dict)."""
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.is_instance_schema(ReadOnlyDict)
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return handler(core_schema.dict_schema(core_schema.str_schema(), core_schema.any_schema()))
+
+
 class SteeringCommand(_CommandPart):
     """One request to change a running run. Frozen; validated per kind at construction.
 
@@ -710,7 +733,7 @@ class SteeringCommand(_CommandPart):
     target: AnyTarget
     actor: AnyActor
     kind: SteeringKind
-    payload: dict[str, Any] = Field(default_factory=ReadOnlyDict)
+    payload: Annotated[dict[str, Any], _CheckedPayload()] = Field(default_factory=ReadOnlyDict)
     priority: SteeringPriority = SteeringPriority.NORMAL
     delivery: SteeringDelivery = SteeringDelivery.NEXT_BOUNDARY
     policy_ref: SteeringPolicyRef | None = None
@@ -749,17 +772,6 @@ class SteeringCommand(_CommandPart):
         if problem is not None:
             raise InvalidCommandError(problem)
         return data
-
-    @field_validator("payload", mode="wrap")
-    @classmethod
-    def _read_only_payload(
-        cls, payload: Any, handler: ValidatorFunctionWrapHandler
-    ) -> dict[str, Any]:
-        # ``_check`` validated it and made it read-only: validating the field again would only
-        # copy it into a plain dict to be wrapped once more.
-        if type(payload) is ReadOnlyDict:
-            return payload
-        return ReadOnlyDict(handler(payload))
 
     @field_validator("created_at")
     @classmethod
