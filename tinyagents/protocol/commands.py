@@ -451,7 +451,8 @@ def _read_only(value: Any) -> Any:
     if isinstance(value, dict):
         return ReadOnlyDict({k: _read_only(v) for k, v in value.items()})
     if isinstance(value, (list, tuple)):
-        return ReadOnlyList([_read_only(v) for v in value])
+        # text (a list of names, say) settled inline: no call for each item
+        return ReadOnlyList([v if type(v) is str else _read_only(v) for v in value])
     return value
 
 

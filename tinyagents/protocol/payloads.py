@@ -9,12 +9,24 @@ first use too (``defer_build``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    field_validator,
+    model_validator,
+)
 
 from tinyagents.protocol.kinds import SteeringKind
 from tinyagents.protocol.text import not_blank
+
+#: A payload's text: it must show something (``not_blank``), checked by a function the core
+#: calls itself (a ``field_validator`` classmethod put one more call in front of it).
+_Text = Annotated[str, AfterValidator(not_blank)]
 
 
 class _Payload(BaseModel):
@@ -22,35 +34,20 @@ class _Payload(BaseModel):
 
 
 class TextPayload(_Payload):
-    text: str
-
-    @field_validator("text")
-    @classmethod
-    def _check(cls, v: str) -> str:
-        return not_blank(v)
+    text: _Text
 
 
 class QuestionPayload(_Payload):
-    question: str
-
-    @field_validator("question")
-    @classmethod
-    def _check(cls, v: str) -> str:
-        return not_blank(v)
+    question: _Text
 
 
 class ContextPayload(_Payload):
     """Text for an agent, or a ``value`` that resumes a graph task's interrupt."""
 
-    text: str | None = None
+    text: _Text | None = None
     value: Any = None
     source: str | None = None
     interrupt_id: str | None = None
-
-    @field_validator("text")
-    @classmethod
-    def _check_text(cls, v: str | None) -> str | None:
-        return v if v is None else not_blank(v)
 
     @model_validator(mode="after")
     def _needs_content(self) -> ContextPayload:
@@ -67,8 +64,9 @@ class ToolsPayload(_Payload):
     @field_validator("tools")
     @classmethod
     def _names(cls, v: list[str]) -> list[str]:
-        if any(not name.strip() for name in v):
-            raise ValueError("tool names must not be blank")
+        for name in v:  # a loop, not any(): no generator to make for every command
+            if not name.strip():
+                raise ValueError("tool names must not be blank")
         return sorted(set(v))
 
 
@@ -104,12 +102,7 @@ class DecisionPayload(_Payload):
 
 class RedirectPayload(_Payload):
     goto: str | list[str] | None = None
-    instruction: str | None = None
-
-    @field_validator("instruction")
-    @classmethod
-    def _check_instruction(cls, v: str | None) -> str | None:
-        return v if v is None else not_blank(v)
+    instruction: _Text | None = None
 
     @field_validator("goto")
     @classmethod

@@ -17,9 +17,10 @@ def shows_nothing(text: str) -> bool:
 
 def not_blank(value: str) -> str:
     """``value``, unless it shows nothing (``shows_nothing``)."""
-    if shows_nothing(value):
-        raise ValueError("must not be blank (it shows no visible character)")
-    return value
+    # ASCII (nearly every command's text) judged here: no second call for it
+    if value.strip(_ASCII_INVISIBLE) if value.isascii() else not shows_nothing(value):
+        return value
+    raise ValueError("must not be blank (it shows no visible character)")
 
 
 #: The ASCII characters that show nothing: the controls, the space and DEL.
