@@ -34,7 +34,14 @@ from tinyagents.protocol import (
     SteeringReceipt,
     validate_payload,
 )
-from tinyagents.protocol.commands import ReadOnlyDict, ReadOnlyList, _read_only
+from tinyagents.protocol.commands import (
+    _TEXT_KINDS,
+    ReadOnlyDict,
+    ReadOnlyList,
+    _json_problem,
+    _read_only,
+    _text_payload,
+)
 from tinyagents.runtime import Runtime
 from tinyagents.steering import (
     CallNext,
@@ -266,3 +273,59 @@ def test_a_plain_queue_still_refuses_an_id_it_holds() -> None:
         f"duplicate correlation id {first.correlation_id}",
     )
     assert len(queue) == 1
+
+
+surrogates = st.text(st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), min_size=1)
+hostile_leaves = st.one_of(
+    leaves,
+    names,
+    st.binary(max_size=3),
+    surrogates.map(lambda s: "a" + s),
+    st.sets(names, max_size=2),
+    st.frozensets(names, max_size=2),
+)
+hostile_values = st.one_of(
+    hostile_leaves,
+    st.lists(hostile_leaves, max_size=3),
+    st.lists(hostile_leaves, max_size=3).map(tuple),
+    st.dictionaries(st.text(max_size=3), hostile_leaves, max_size=2),
+)
+text_kind_payloads = st.dictionaries(
+    st.sampled_from(
+        ["text", "question", "tools", "models", "reason", "abort", "goto", "instruction", "x"]
+    ),
+    hostile_values,
+    max_size=3,
+)
+
+
+@pytest.mark.parametrize("kind", sorted(_TEXT_KINDS, key=str))
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(payload=text_kind_payloads)
+def test_the_quick_way_for_text_kinds_gives_what_the_long_way_gives(
+    kind: SteeringKind, payload: dict[str, Any]
+) -> None:
+    # ``_text_payload`` skips ``_json_problem``'s walk: whatever it takes, the long way (the
+    # walk, then the lax validation) takes too and makes the same read-only dict of it
+    quick = _text_payload(PAYLOAD_MODELS[kind], payload)
+    if quick is None:  # the long way decides (and says what is wrong)
+        return
+    assert _json_problem(payload) is None
+    expected = _long_way(kind, payload)
+    assert type(quick) is ReadOnlyDict
+    assert quick == expected
+    assert _shape(quick) == _shape(expected)
+
+
+def test_the_quick_way_takes_plain_text_and_leaves_the_rest_to_the_long_way() -> None:
+    tools = PAYLOAD_MODELS[SteeringKind.CONSTRAIN_TOOLS]
+    got = _text_payload(tools, {"tools": ["b", "a", "b"]})
+    assert got == {"tools": ["a", "b"]} and type(got) is ReadOnlyDict
+    assert got is not None and type(got["tools"]) is ReadOnlyList
+    for payload in ({"tools": ("a",)}, {"tools": ["a\ud800"]}, {"tools": [b"a"]}, {"x": 1}):
+        assert _text_payload(tools, payload) is None
+    text = PAYLOAD_MODELS[SteeringKind.ADD_INSTRUCTION]
+    assert _text_payload(text, {"text": "caf\u00e9"}) == {"text": "caf\u00e9"}
+    assert _text_payload(text, {"text": "a\udc00"}) is None
+    with pytest.raises(InvalidCommandError, match="not valid UTF-8"):
+        validate_payload(SteeringKind.ADD_INSTRUCTION, {"text": "a\udc00"})
