@@ -5,6 +5,9 @@
 (() => {
   const API = "/api/agents";
   const TOKEN_KEY = "tinyagents.token";
+  // The commands this tab sent, kept for a reload (in the tab's sessionStorage, beside its
+  // token; forgotten with it).
+  const SENT_KEY = "tinyagents.sent";
   const POLL_MS = 1000;
   const MAX_TREES = 12;
   // GET /runs answers a page at a time, newest first. Each poll asks for the newest page,
@@ -147,6 +150,7 @@
     const hash = new URLSearchParams(url.hash.replace(/^#/, ""));
     const given = hash.get("token") || url.searchParams.get("token");
     if (given) {
+      if (given !== sessionStorage.getItem(TOKEN_KEY)) sessionStorage.removeItem(SENT_KEY);
       sessionStorage.setItem(TOKEN_KEY, given);
       hash.delete("token");
       url.searchParams.delete("token");
@@ -252,6 +256,7 @@
     state.token = null;
     state.open = false;
     sessionStorage.removeItem(TOKEN_KEY);
+    sessionStorage.removeItem(SENT_KEY);
   }
 
   function start(token) {
@@ -265,6 +270,7 @@
       : "no token needed: this server runs in insecure dev mode";
     setConnection("idle");
     poll();
+    showLinkedRun();
   }
 
   async function startWithoutToken() {
@@ -486,7 +492,9 @@
 
   // A run the tree does not show (older than the trees it lists) known by its id (from the
   // CLI, a log, a colleague): read by its id and selected; its tree is followed from then.
-  async function openRun(runId) {
+  // ``linked``: the id is the page address's (``#run=<id>``): a reload, back or forward, a
+  // link; then a run that is not there selects none, and the address is left as it is.
+  async function openRun(runId, linked = false) {
     if (!runId) {
       toast("Write a run id first.");
       return;
@@ -494,23 +502,63 @@
     const token = state.token;
     const result = await api(runPath(runId));
     if (state.token !== token) return; // signed out (or in with another token) meanwhile
+    if (linked && linkedRun() !== runId) return; // the address moved on meanwhile
     const run = result.data;
     if (!result.ok || !run || typeof run !== "object" || typeof run.run_id !== "string") {
-      toast(problem(result));
+      toast(`${linked ? "The run in the address: " : ""}${problem(result)}`);
+      if (linked) select(null, true);
       return;
     }
     state.runs.set(run.run_id, run);
-    select(run.run_id);
+    select(run.run_id, linked);
     poll();
   }
 
-  function select(runId) {
+  function select(runId, linked = false) {
     state.selected = runId;
+    if (!linked) linkRun(runId);
     const run = state.runs.get(runId);
-    if (run) follow(run.root_run_id || run.run_id, run.run_id);
+    if (run) {
+      follow(run.root_run_id || run.run_id, run.run_id);
+    } else if (!runId) {
+      stopFollowing();
+      state.lastSeen = 0;
+      $("timeline").replaceChildren();
+      setConnection("idle");
+    }
     renderTree();
     renderDetail();
     applyTimelineFilter();
+  }
+
+  // The selected run is the page address's fragment, ``#run=<id>`` (a fragment never reaches
+  // the server, nor its logs): percent-encoded by URLSearchParams, whatever the id holds
+  // (``#``, ``&``, ``+``, quotes, any script), and read back the same way. The id is only
+  // ever shown with textContent and sent in a path with encodeURIComponent.
+  function linkedRun() {
+    return new URLSearchParams(window.location.hash.replace(/^#/, "")).get("run") || null;
+  }
+
+  function linkRun(runId) {
+    if (linkedRun() === runId) return;
+    const url = new URL(window.location.href);
+    const hash = new URLSearchParams(url.hash.replace(/^#/, ""));
+    if (runId) hash.set("run", runId);
+    else hash.delete("run");
+    const rest = hash.toString();
+    // one history entry per run picked: back and forward go through them
+    window.history.pushState(null, "", url.pathname + url.search + (rest ? `#${rest}` : ""));
+  }
+
+  // The address names another run than the one selected (loaded, back or forward, a link
+  // pasted in this tab): that run is selected, read by its id when the tree lacks it.
+  function showLinkedRun() {
+    if (!state.token && !state.open) return;
+    const runId = linkedRun();
+    if (runId === state.selected) return;
+    if (!runId) select(null, true);
+    else if (state.runs.has(runId)) select(runId, true);
+    else openRun(runId, true);
   }
 
   // A run whose process died stays in its last status: the server marks it owner_silent.
@@ -579,23 +627,27 @@
         type: "text", class: "answer", "data-testid": "answer-value",
         "aria-label": `Answer value: ${label}`, placeholder: valueHint(ask.response_schema),
       });
-      return el(
-        "li",
-        { "data-testid": "interrupt", "data-interrupt-id": ask.id },
+      // a form: Enter in the field approves, as its first button (the form's submit)
+      const form = el("form", {
+        class: "answer-form",
+        onsubmit: (event) => {
+          event.preventDefault();
+          answer(run, ask, "approve", field);
+        },
+      });
+      form.append(
         el("span", { class: "question", text: label }),
         ask.response_schema
           ? el("span", { class: "hint", "data-testid": "answer-schema", text: `expects ${schemaText(ask.response_schema)}` })
           : null,
         field,
-        el("button", {
-          type: "button", "data-testid": "approve-btn", "aria-label": `Approve: ${label}`,
-          onclick: () => answer(run, ask, "approve", field),
-        }, "Approve"),
+        el("button", { type: "submit", "data-testid": "approve-btn", "aria-label": `Approve: ${label}` }, "Approve"),
         el("button", {
           type: "button", class: "danger", "data-testid": "reject-btn", "aria-label": `Reject: ${label}`,
           onclick: () => answer(run, ask, "reject", field),
         }, "Reject"),
       );
+      return el("li", { "data-testid": "interrupt", "data-interrupt-id": ask.id }, form);
     }));
   }
 
@@ -705,7 +757,57 @@
     return { text, terminal: TERMINAL.has(event.type), type: event.type };
   }
 
+  // What is kept of a command sent, for a reload: its row's words and its last known step.
+  function keepSent() {
+    const kept = state.sent.map((entry) => {
+      const event = entry.correlationId ? state.outcomes.get(entry.correlationId) : null;
+      return {
+        label: entry.label, runId: entry.runId, rootId: entry.rootId, receipt: entry.receipt,
+        reason: entry.reason || null, correlationId: entry.correlationId, error: entry.error,
+        outcome: event ? { type: event.type, reason: event.reason || null } : null,
+      };
+    });
+    try {
+      if (kept.length) sessionStorage.setItem(SENT_KEY, JSON.stringify(kept));
+      else sessionStorage.removeItem(SENT_KEY);
+    } catch (_) {
+      // storage full or refused: the list is then not kept across a reload
+    }
+  }
+
+  // After a reload: the commands this tab sent before it, their outcomes followed again.
+  function restoreSent() {
+    let kept;
+    try {
+      kept = JSON.parse(sessionStorage.getItem(SENT_KEY) || "[]");
+    } catch (_) {
+      return;
+    }
+    if (!Array.isArray(kept)) return;
+    const text = (value) => (typeof value === "string" ? value : null);
+    for (const saved of kept.slice(0, 50)) {
+      if (!saved || typeof saved !== "object" || !text(saved.label) || !text(saved.runId)) continue;
+      const entry = {
+        label: saved.label, runId: saved.runId, rootId: text(saved.rootId) || saved.runId,
+        receipt: text(saved.receipt) || "not sent", reason: text(saved.reason),
+        correlationId: text(saved.correlationId), error: text(saved.error),
+      };
+      // sent, but the page went before its receipt came: its fate is in the run's history
+      if (entry.receipt === "sending…") {
+        entry.receipt = "unknown";
+        entry.error = "the page was reloaded before its receipt came: see the run's command history";
+      }
+      state.sent.push(entry);
+      const last = saved.outcome;
+      if (entry.correlationId && last && typeof last === "object" && text(last.type)) {
+        keepOutcome({ type: last.type, reason: text(last.reason), correlation_id: entry.correlationId });
+      }
+    }
+    renderSent();
+  }
+
   function renderSent() {
+    keepSent();
     // One row per command, kept and updated in place as its outcome changes.
     place($("sent"), state.sent.map((entry) => {
       if (!entry.row) {
@@ -795,6 +897,7 @@
       const token = $("token-input").value.trim().replace(/^(authorization:\s*)?bearer\s+/i, "");
       $("token-input").value = "";
       if (!token) return;
+      sessionStorage.removeItem(SENT_KEY); // (another sign-in: another tenant's, maybe)
       sessionStorage.setItem(TOKEN_KEY, token);
       start(token);
     });
@@ -1100,6 +1203,9 @@
   document.addEventListener("DOMContentLoaded", () => {
     wireControls();
     const token = takeToken();
+    restoreSent();
+    window.addEventListener("popstate", showLinkedRun);
+    window.addEventListener("hashchange", showLinkedRun);
     if (token) start(token);
     else startWithoutToken();
     setInterval(poll, POLL_MS);
