@@ -488,22 +488,38 @@ class StepTimeoutError(GraphError, TimeoutError):
 
 class NodeTimeoutError(GraphError, TimeoutError):
     """A node's attempt outlived its ``add_node(..., timeout=)``: LangGraph 1.2's error, with
-    its ``node``, ``timeout``, ``elapsed``, ``kind`` (``"run"``), ``run_timeout`` and
-    ``idle_timeout`` (None). Also a ``TimeoutError``, so ``except TimeoutError`` still catches
-    it. Unlike tinyagents' other errors, a node's ``RetryPolicy`` retries it (its default
-    ``retry_on`` does, as LangGraph's retries its own): another attempt may finish in time.
-    A ``TimeoutError`` the node raised itself is not one: it fails the node as raised."""
+    its ``node``, ``timeout`` (the one that fired), ``elapsed``, ``kind`` (``"run"``: the
+    attempt's ``run_timeout``; ``"idle"``: its ``idle_timeout`` without progress), and the
+    policy's ``run_timeout`` and ``idle_timeout`` (None when not set). Also a
+    ``TimeoutError``, so ``except TimeoutError`` still catches it. Unlike tinyagents' other
+    errors, a node's ``RetryPolicy`` retries it (its default ``retry_on`` does, as
+    LangGraph's retries its own): another attempt may finish in time. A ``TimeoutError``
+    the node raised itself is not one: it fails the node as raised."""
 
-    def __init__(self, node: str, timeout: float, elapsed: float) -> None:
+    def __init__(
+        self,
+        node: str,
+        timeout: float,
+        elapsed: float,
+        *,
+        kind: str = "run",
+        run_timeout: float | None = None,
+        idle_timeout: float | None = None,
+    ) -> None:
+        if kind == "idle":
+            text = f"its idle timeout of {timeout:.3f}s without making progress"
+        else:
+            text = f"its run timeout of {timeout:.3f}s"
         super().__init__(
-            f"Node {node!r} exceeded its run timeout of {timeout:.3f}s (elapsed: "
-            f"{elapsed:.3f}s): give it a longer timeout= or a RetryPolicy, or make it faster"
+            f"Node {node!r} exceeded {text} (elapsed: {elapsed:.3f}s): give it a longer "
+            "timeout= or a RetryPolicy, or make it faster"
         )
         self.node = node
-        self.timeout = self.run_timeout = timeout
-        self.idle_timeout: float | None = None
+        self.timeout = timeout
+        self.run_timeout = timeout if kind == "run" and run_timeout is None else run_timeout
+        self.idle_timeout = idle_timeout
         self.elapsed = elapsed
-        self.kind = "run"
+        self.kind = kind
 
 
 class NodeCancelledError(GraphError, RuntimeError):

@@ -18,6 +18,7 @@ from tinyagents.graph import (
     RemainingSteps,
     RetryPolicy,
     StateGraph,
+    TimeoutPolicy,
     add_messages,
     union,
 )
@@ -343,7 +344,7 @@ def test_add_node_refuses_a_retry_timeout_or_metadata_of_the_wrong_kind() -> Non
         graph.add_node("a", logger("a"), metadata=5)  # type: ignore[arg-type]
     assert graph.nodes == {}
     graph.add_node("a", logger("a"), retry=[RetryPolicy()], timeout=2, metadata={"k": 1})
-    assert graph.nodes["a"].timeout == 2
+    assert graph.nodes["a"].timeout == TimeoutPolicy(run_timeout=2)
 
 
 def test_compile_takes_langgraphs_none_breakpoints_and_refuses_other_kinds() -> None:

@@ -53,6 +53,7 @@ from tinyagents.graph.types import (
     StateSnapshot,
     StateUpdate,
     TaskState,
+    TimeoutPolicy,
     default_retry_on,
     interrupt,
 )
@@ -86,6 +87,7 @@ __all__ = [
     "Task",
     "TaskFuture",
     "TaskState",
+    "TimeoutPolicy",
     "UntrackedValue",
     "add_messages",
     "append",

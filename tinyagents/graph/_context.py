@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from collections.abc import Callable, Coroutine
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
@@ -87,6 +88,32 @@ def stable_id(prefix: str, *parts: object) -> str:
     return f"{prefix}{hashlib.blake2b(raw, digest_size=8).hexdigest()}"
 
 
+class Progress:
+    """The idle clock of one timed attempt (``TimeoutPolicy.idle_timeout``): ``last``, when
+    the node last made progress (``time.monotonic()``). ``beat``: ``heartbeat()``, always;
+    ``moved``: what it streams or a ``@task`` it calls, only when ``auto``
+    (``refresh_on="auto"``). Set from the node's worker thread too: a float, read by the loop."""
+
+    __slots__ = ("auto", "last")
+
+    def __init__(self, auto: bool) -> None:
+        self.auto = auto
+        self.last = time.monotonic()
+
+    def beat(self) -> None:
+        self.last = time.monotonic()
+
+    def moved(self) -> None:
+        if self.auto:
+            self.last = time.monotonic()
+
+
+def progress_here() -> Progress | None:
+    """The idle clock of the timed node attempt running here, if any."""
+    scope = _scope.get()
+    return scope.progress if isinstance(scope, TaskScope) else None
+
+
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class TaskScope(Record):
     """What ``interrupt()`` needs to know about the task that is running."""
@@ -106,6 +133,9 @@ class TaskScope(Record):
     #: the futures of the ``@task`` calls the node started (asyncio's, or concurrent's from a
     #: thread), until its attempt ends: each runs to its end within the node's (``settle``)
     started: list[Any] | None = None
+    #: the idle clock of the node's attempt when its ``TimeoutPolicy`` has an
+    #: ``idle_timeout`` (``tasks._timed``), else None
+    progress: Progress | None = None
 
     def restart(self) -> None:
         """A new attempt of the node: it counts its interrupts and sub-graph calls anew."""

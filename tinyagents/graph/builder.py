@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 import typing_extensions
 from pydantic import BaseModel
 
-from tinyagents.errors import GraphValidationError, kind_of
+from tinyagents.errors import ArgumentError, GraphValidationError, kind_of
 from tinyagents.graph import mermaid
 from tinyagents.graph.agent_node import AgentNode
 from tinyagents.graph.caching import CachePolicy, bind_cache, check_cache, check_policy
@@ -23,7 +23,15 @@ from tinyagents.graph.core import Branch, NodeSpec, breakpoint_nodes, recursion_
 from tinyagents.graph.graph_runtime import check_context_schema
 from tinyagents.graph.longterm import check_store
 from tinyagents.graph.state import StateSchema, read_schema
-from tinyagents.graph.types import END, START, Command, RetryPolicy, WrongKindError, node_name
+from tinyagents.graph.types import (
+    END,
+    START,
+    Command,
+    RetryPolicy,
+    TimeoutPolicy,
+    WrongKindError,
+    node_name,
+)
 from tinyagents.graph.validation import validate
 from tinyagents.harness.agent import Agent
 from tinyagents.protocol.ids import MAX_ID_LENGTH, id_problem, shown_id
@@ -170,17 +178,17 @@ class StateGraph:
         *,
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
         cache_policy: CachePolicy | None = None,
-        timeout: float | timedelta | None = None,
+        timeout: float | timedelta | TimeoutPolicy | None = None,
         error_handler: Callable[..., Any] | None = None,
     ) -> StateGraph:
         """Policies for every node that has none of its own (LangGraph 1.2's): applied at
         ``compile()``, to the nodes added before or after this call; a node's own
         ``retry_policy`` / ``retry``, ``cache_policy``, ``timeout`` or ``error_handler``
         wins. Not inherited by a sub-graph (it has its own builder). ``timeout``: seconds
-        (or a ``timedelta``) per attempt, as ``add_node``'s. ``error_handler``: as
+        (or a ``timedelta``) per attempt, or a ``TimeoutPolicy``, as ``add_node``'s. ``error_handler``: as
         ``add_node``'s, for every node without its own; the retry and timeout defaults apply
-        to the handlers too, as LangGraph's. LangGraph's ``TimeoutPolicy`` is not offered. A
-        value of the wrong kind is a ``GraphValidationError``."""
+        to the handlers too, as LangGraph's. A value of the wrong kind is a
+        ``GraphValidationError``."""
         defaults = self.node_defaults
         if error_handler is not None:
             defaults["error_handler"] = handler_spec("set_node_defaults", error_handler)
@@ -188,11 +196,9 @@ class StateGraph:
             defaults["retry"] = _policies("set_node_defaults", retry_policy, "retry_policy")
         if cache_policy is not None:
             defaults["cache_policy"] = check_policy(cache_policy, "set_node_defaults")
-        if timeout is not None:
-            if isinstance(timeout, timedelta):
-                timeout = timeout.total_seconds()
-            _check_timeout("set_node_defaults", timeout)
-            defaults["timeout"] = timeout
+        policy = _timeout("set_node_defaults", timeout)
+        if policy is not None:
+            defaults["timeout"] = policy
         return self
 
     def add_node(
@@ -201,7 +207,7 @@ class StateGraph:
         action: Any = None,
         *,
         retry: RetryPolicy | None = None,
-        timeout: float | None = None,
+        timeout: float | timedelta | TimeoutPolicy | None = None,
         destinations: Sequence[str] = (),
         supervises: Sequence[str] = (),
         metadata: dict[str, Any] | None = None,
@@ -225,6 +231,9 @@ class StateGraph:
         ``cache_policy``: a ``CachePolicy``; in a graph compiled with ``cache=...`` a task
         whose input makes a key the node's cache holds reuses those writes instead of running
         (see ``graph/caching.py``).
+        ``timeout``: seconds (or a ``timedelta``) each attempt may take, or a
+        ``TimeoutPolicy`` (a ``run_timeout`` and an ``idle_timeout`` that progress and
+        ``get_runtime().heartbeat()`` hold off); an overrun is a ``NodeTimeoutError``.
         ``error_handler`` (LangGraph 1.2's): a function run in the node's place, in its task,
         once the node's last attempt failed with an ``Exception``. It gets the node's input
         and, in a parameter annotated ``NodeError``, which node failed and with what (plus
@@ -264,7 +273,7 @@ class StateGraph:
                 )
         if name in self.nodes:
             raise GraphValidationError(f"node {name!r} is already defined")
-        _check_timeout(f"node {name!r}", timeout)
+        policy = _timeout(f"node {name!r}", timeout)
         if metadata is not None and not isinstance(metadata, dict):
             raise GraphValidationError(
                 f"node {name!r}: metadata must be a dict, got {type(metadata).__name__}"
@@ -281,7 +290,7 @@ class StateGraph:
         spec = NodeSpec(
             name=name,
             retry=policies,
-            timeout=timeout,
+            timeout=policy,
             destinations=_names(destinations, f"node {name!r}: destinations"),
             supervises=_names(supervises, f"node {name!r}: supervises"),
             metadata=dict(metadata or {}),
@@ -317,7 +326,7 @@ class StateGraph:
             spec.takes_ctx, spec.ctx_names = context_params(action)
             spec.plain = (
                 not policies
-                and timeout is None
+                and policy is None
                 and not spec.takes_ctx
                 and spec.input is None
                 and spec.error_handler is None
@@ -729,6 +738,19 @@ def _not_a_node(name: Any, action: Any) -> NoReturn:
         f"node {name!r} must be a function, a compiled graph or an Agent, "
         f"got {type(action).__name__}"
     )
+
+
+def _timeout(who: str, timeout: object) -> TimeoutPolicy | None:
+    """A node's ``timeout=`` as its ``TimeoutPolicy``: seconds (or a ``timedelta``) are its
+    ``run_timeout``; a ``TimeoutPolicy``, ours or LangGraph's, is checked as such."""
+    if timeout is None or (isinstance(timeout, (int, float)) and not isinstance(timeout, bool)):
+        _check_timeout(who, timeout)
+    try:
+        return TimeoutPolicy.coerce(timeout)
+    except ArgumentError as exc:
+        if not isinstance(timeout, timedelta) and not hasattr(timeout, "idle_timeout"):
+            _check_timeout(who, timeout)  # the scalar's own words
+        raise GraphValidationError(f"{who}: timeout: {exc}") from None
 
 
 def _check_timeout(who: str, timeout: object) -> None:

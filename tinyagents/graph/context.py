@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from tinyagents._record import Record
 from tinyagents.errors import GraphError
-from tinyagents.graph._context import emit_unless_ended, thread_attempt
+from tinyagents.graph._context import emit_unless_ended, progress_here, thread_attempt
 from tinyagents.protocol.commands import (
     SteeringActor,
     SteeringCommand,
@@ -78,6 +78,9 @@ class NodeContext(Record):
         partial results. Nothing happens when the run is not streamed."""
         if self._run is None:
             return
+        clock = progress_here()
+        if clock is not None:  # a node attempt with an idle timeout: this is progress
+            clock.moved()
         if self._loop is not None:  # from a worker thread: the stream is the loop's
             # (dropped there if the node's attempt timed out meanwhile)
             attempt = thread_attempt.get()

@@ -44,7 +44,7 @@ from tinyagents.graph.context import NodeContext
 from tinyagents.graph.graph_runtime import context_kwargs
 from tinyagents.graph.reducers import MISSING, Append, LastValue, Overwrite, detach, reduce
 from tinyagents.graph.state import ROOT, StateSchema, managed_values
-from tinyagents.graph.types import END, START, RetryPolicy, Send, node_name
+from tinyagents.graph.types import END, START, RetryPolicy, Send, TimeoutPolicy, node_name
 from tinyagents.store.checkpoint.base import WriteRecord
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ class NodeSpec(Record):
     agent: Any = None  # an ``AgentNode``
     #: for each error the first policy whose ``retry_on`` takes it decides (LangGraph's list)
     retry: tuple[RetryPolicy, ...] = ()
-    timeout: float | None = None
+    timeout: TimeoutPolicy | None = None
     destinations: tuple[str, ...] = ()
     supervises: tuple[str, ...] = ()
     is_async: bool = False

@@ -369,6 +369,8 @@ class Task(Generic[T]):
                 f"task {self.name!r} was called after its node's attempt timed out (a sync "
                 "node's thread goes on after its timeout=): it is not run"
             )
+        if isinstance(scope, TaskScope) and scope.progress is not None:
+            scope.progress.moved()  # a call is progress of a node with an idle timeout
         coro = self._call(scope, args, kwargs)
         future: asyncio.Future[T] | concurrent.futures.Future[T]
         try:

@@ -34,6 +34,7 @@ from tinyagents.graph._context import (
     caller_loop,
     emit_unless_ended,
     enclosing_scope,
+    progress_here,
     routing,
     thread_attempt,
 )
@@ -56,17 +57,44 @@ def _no_writer(value: Any) -> None:
     """The stream writer of a run that is not streamed: what it is given goes nowhere."""
 
 
+def _no_heartbeat() -> None:
+    """``heartbeat()`` outside a node attempt with an ``idle_timeout``: nothing to refresh."""
+
+
+def _heartbeat_here() -> Callable[[], None]:
+    """The ``heartbeat`` of the node attempt running here: its idle clock's, if it has one."""
+    clock = progress_here()
+    return _no_heartbeat if clock is None else clock.beat
+
+
+def _moving(writer: Callable[[Any], None]) -> Callable[[Any], None]:
+    """``writer``, which under ``refresh_on="auto"`` also counts as the attempt's progress
+    (streamed or not, as LangGraph's guarded writer)."""
+    clock = progress_here()
+    if clock is None or not clock.auto:
+        return writer
+
+    def write(value: Any) -> None:
+        clock.moved()
+        writer(value)
+
+    return write
+
+
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class GraphRuntime(FrozenRecord, Generic[ContextT]):
     """The run's ``context`` (``run(..., context=)``, None when not given), its long-term
     ``store`` (the graph's ``compile(store=...)``, a sub-graph's parent's: what a parameter
     named ``store`` gets, ``longterm.node_store``; None without one), the ``stream_writer``
-    of the task (its ``custom`` stream items) and, for an ``@entrypoint``, the ``previous`` value its thread saved."""
+    of the task (its ``custom`` stream items) and, for an ``@entrypoint``, the ``previous`` value its thread saved.
+    ``heartbeat()``: the node's attempt is making progress (LangGraph 1.2's), which holds off
+    its ``TimeoutPolicy(idle_timeout=...)``; nothing without one."""
 
     context: ContextT = None  # type: ignore[assignment]
     store: Any = None
     stream_writer: Callable[[Any], None] = _no_writer
     previous: Any = None
+    heartbeat: Callable[[], None] = _no_heartbeat
 
     def override(self, **changes: Any) -> GraphRuntime[ContextT]:
         """A copy with ``changes`` (LangGraph's ``Runtime.override``)."""
@@ -107,6 +135,7 @@ def runtime_of(
         store=node_store(run, graph_store),
         stream_writer=ctx.emit,  # type: ignore[union-attr]
         previous=previous,
+        heartbeat=_heartbeat_here(),
     )
 
 
@@ -166,7 +195,14 @@ def get_runtime(context_schema: type[ContextT] | None = None) -> GraphRuntime[Co
     # (no task: a plain node on the executor's fast path, in a run that is not streamed)
     streamed = task is not None and run.stream is not None
     writer = _task_writer(run, task.id) if streamed else _no_writer
-    return GraphRuntime(context=run.context, store=run_store(run), stream_writer=writer)
+    if progress_here() is None:
+        return GraphRuntime(context=run.context, store=run_store(run), stream_writer=writer)
+    return GraphRuntime(
+        context=run.context,
+        store=run_store(run),
+        stream_writer=_moving(writer),
+        heartbeat=_heartbeat_here(),
+    )
 
 
 def get_stream_writer() -> Callable[[Any], None]:

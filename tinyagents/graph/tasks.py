@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future as ConcurrentFuture
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from tinyagents.graph._context import (
     CalledCommand,
     NodeInterrupt,
     ParentCommand,
+    Progress,
     TaskScope,
     ThreadAttempt,
     caller_loop,
@@ -509,7 +511,7 @@ async def call_node(run: TaskRun, task: Task) -> None:
                 if spec.timeout is None:
                     out = await _output(run, task, attempt)
                 else:
-                    out = await _timed(run, task, attempt)
+                    out = await _timed(run, task, attempt, scope)
                 read_output(run, task, out)
                 return
             except ParentCommand:
@@ -528,20 +530,55 @@ async def call_node(run: TaskRun, task: Task) -> None:
         reset_scope(token)
 
 
-async def _timed(run: TaskRun, task: Task, attempt: int) -> Any:
-    """``_output`` within the node's ``timeout=`` seconds, else a ``NodeTimeoutError`` (a
+async def _timed(run: TaskRun, task: Task, attempt: int, scope: TaskScope) -> Any:
+    """``_output`` within the node's ``TimeoutPolicy``: its ``run_timeout`` seconds in all
+    and, with an ``idle_timeout``, never that long without progress (``scope.progress``,
+    the clock ``heartbeat()`` and, under ``refresh_on="auto"``, what it streams and the
+    ``@task`` calls it makes move on), else a ``NodeTimeoutError`` of that ``kind`` (a
     ``TimeoutError`` the node raised itself is raised as it is, as LangGraph's is)."""
-    timeout = task.spec.timeout
-    assert timeout is not None
+    policy = task.spec.timeout
+    assert policy is not None
+    run_timeout, idle_timeout = policy.seconds()
     loop = asyncio.get_running_loop()
     began = loop.time()
+    deadline = None if run_timeout is None else began + run_timeout
+    kind = "run"
     try:
-        async with asyncio.timeout(timeout) as bound:
-            return await _output(run, task, attempt)
+        async with asyncio.timeout_at(deadline) as bound:
+            if idle_timeout is None:
+                return await _output(run, task, attempt)
+            idle_s = idle_timeout
+            clock = scope.progress = Progress(policy.refresh_on == "auto")
+            check: asyncio.TimerHandle | None = None
+
+            def idle() -> None:  # at the idle deadline: moved on since, or timed out?
+                nonlocal check, kind
+                left = clock.last + idle_s - time.monotonic()
+                if left > 0:
+                    check = loop.call_later(left, idle)
+                elif not bound.expired():
+                    kind = "idle"
+                    bound.reschedule(loop.time())
+
+            check = loop.call_later(idle_s, idle)
+            try:
+                return await _output(run, task, attempt)
+            finally:
+                check.cancel()
+                scope.progress = None
     except TimeoutError as exc:
         if not bound.expired():
             raise
-        raise NodeTimeoutError(task.node, timeout, loop.time() - began) from exc
+        fired = idle_timeout if kind == "idle" else run_timeout
+        assert fired is not None
+        raise NodeTimeoutError(
+            task.node,
+            fired,
+            loop.time() - began,
+            kind=kind,
+            run_timeout=run_timeout,
+            idle_timeout=idle_timeout,
+        ) from exc
 
 
 def _check_parent(run: TaskRun, task: Task) -> None:

@@ -13,6 +13,7 @@ import random
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, ClassVar, Final, Generic, Literal, TypeVar
 
 from tinyagents._record import FrozenRecord, Record
@@ -276,6 +277,76 @@ class RetryPolicy(FrozenRecord):
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
         wait = min(self.max_interval, self.initial_interval * self.backoff_factor ** (attempt - 1))
         return wait + random.uniform(0, 1) if self.jitter else wait
+
+
+def _seconds(value: object, field: str) -> float | None:
+    """A ``TimeoutPolicy`` field: None, or a finite number of seconds > 0 (a ``timedelta``
+    is its seconds). NaN timed out every attempt at once, infinity none, ``True`` was 1 s."""
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ArgumentError(
+            f"TimeoutPolicy.{field} must be a number of seconds or a timedelta, got {value!r}"
+        )
+    if not 0 < value < math.inf:
+        raise ArgumentError(f"TimeoutPolicy.{field} must be finite and > 0, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class TimeoutPolicy(FrozenRecord):
+    """How long one attempt of a node may take (LangGraph 1.2's, ``add_node(...,
+    timeout=TimeoutPolicy(...))``): ``run_timeout``, seconds (or a ``timedelta``) in all,
+    never extended; ``idle_timeout``, seconds without progress. ``refresh_on="auto"``: what
+    the node streams (``ctx.emit``, the stream writer), a ``@task`` it calls and
+    ``get_runtime().heartbeat()`` are progress; ``"heartbeat"``: only the heartbeat. An
+    attempt that outlives either fails with ``NodeTimeoutError`` (its ``kind`` says which),
+    which a ``RetryPolicy`` retries. A field of the wrong kind is an ``ArgumentError``
+    when the policy is made; a policy with neither timeout sets none."""
+
+    run_timeout: float | timedelta | None = None
+    idle_timeout: float | timedelta | None = None
+    refresh_on: Literal["auto", "heartbeat"] = "auto"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "run_timeout", _seconds(self.run_timeout, "run_timeout"))
+        object.__setattr__(self, "idle_timeout", _seconds(self.idle_timeout, "idle_timeout"))
+        if self.refresh_on not in ("auto", "heartbeat"):
+            raise ArgumentError(
+                f"TimeoutPolicy.refresh_on must be 'auto' or 'heartbeat', got {self.refresh_on!r}"
+            )
+
+    def seconds(self) -> tuple[float | None, float | None]:
+        """``(run_timeout, idle_timeout)`` in seconds (``__post_init__`` made them so)."""
+        return self.run_timeout, self.idle_timeout  # type: ignore[return-value]
+
+    @classmethod
+    def coerce(cls, value: object) -> TimeoutPolicy | None:
+        """A node's ``timeout=``: None; seconds or a ``timedelta`` (its ``run_timeout``); a
+        ``TimeoutPolicy``, ours or LangGraph's (None when it sets neither timeout). Anything
+        else is an ``ArgumentError``."""
+        if value is None:
+            return None
+        if isinstance(value, cls):
+            policy = value
+        elif isinstance(value, (int, float, timedelta)):
+            return cls(run_timeout=value)
+        elif type(value).__name__ == "TimeoutPolicy" and hasattr(value, "idle_timeout"):
+            policy = cls(
+                run_timeout=getattr(value, "run_timeout", None),
+                idle_timeout=value.idle_timeout,
+                refresh_on=getattr(value, "refresh_on", "auto"),
+            )
+        else:
+            raise ArgumentError(
+                "timeout must be a number of seconds, a timedelta or a TimeoutPolicy, got "
+                f"{type(value).__name__} {value!r:.80}"
+            )
+        if policy.run_timeout is None and policy.idle_timeout is None:
+            return None
+        return policy
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
