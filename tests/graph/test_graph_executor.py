@@ -34,6 +34,7 @@ from tinyagents.graph import (
     task,
 )
 from tinyagents.graph.reducers import Append
+from tinyagents.protocol import SteeringCommand, SteeringKind
 from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
 
 
@@ -301,6 +302,76 @@ async def test_what_a_timed_out_sync_nodes_thread_writes_later_is_dropped(writer
     ]
     (refusal,) = called
     assert refusal.startswith("refused: task 'side' was called after its node's attempt")
+
+
+async def test_a_timed_out_sync_nodes_thread_cannot_steer_later(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the thread of a supervisor node whose timeout= fired runs on: its ctx.grant and
+    # ctx.steer acted on the runtime after its attempt was over
+    release, done = threading.Event(), threading.Event()
+    late: list[str] = []
+    live: list[str] = []
+    submitted: list[SteeringCommand] = []
+    loop = asyncio.get_running_loop()
+    submit = rt.submit
+
+    async def spy(cmd: SteeringCommand) -> Any:
+        submitted.append(cmd)
+        return await submit(cmd)
+
+    monkeypatch.setattr(rt, "submit", spy)
+
+    def steer(ctx: NodeContext, out: list[str]) -> None:
+        for what, call in [
+            ("grant", lambda: ctx.grant("r-a", "r-b")),
+            (
+                "steer",
+                lambda: asyncio.run_coroutine_threadsafe(
+                    ctx.steer(SteeringKind.APPROVE, node="w"), loop
+                ).result(30),
+            ),
+        ]:
+            try:
+                call()
+            except GraphError as exc:
+                out.append(f"{what}: {exc}")
+            else:
+                out.append(f"{what}: done")
+
+    def stuck(state: Any, ctx: NodeContext) -> dict[str, Any]:
+        release.wait(30)
+        steer(ctx, late)  # after its attempt timed out: refused
+        done.set()
+        return {"log": ["stuck"]}
+
+    def lead(state: Any, ctx: NodeContext) -> dict[str, Any]:
+        steer(ctx, live)  # on its thread too, its attempt still running: as before
+        return {"log": ["lead"]}
+
+    def supervising(node: Any, timeout: float) -> Any:
+        graph = StateGraph(LogState).add_node("w", logger("w"))
+        graph.add_node("lead", node, supervises=["w"], timeout=timeout)
+        graph.add_edge(START, "lead").add_edge("lead", "w").add_edge("w", END)
+        return graph.compile()
+
+    try:
+        timed_out = await supervising(stuck, 0.05).run({}, runtime=rt)
+        assert timed_out.status == "failed" and isinstance(timed_out.error, TimeoutError)
+    finally:
+        release.set()
+    assert await asyncio.to_thread(done.wait, 30)
+    assert [line.split(":")[0] for line in late] == ["grant", "steer"]
+    for line in late:
+        assert "node 'lead' cannot steer: its attempt 1 timed out" in line, line
+    assert submitted == []
+
+    result = await supervising(lead, 30).run({}, runtime=rt)
+    assert result.status == "completed", result.error
+    assert live[0].startswith("grant: run r-a is not part of graph run")
+    assert live[1] == "steer: done"
+    [cmd] = submitted
+    assert cmd.actor.node == "lead"  # type: ignore[union-attr]
 
 
 async def test_a_runtime_closes_while_a_sync_nodes_thread_still_runs() -> None:

@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from tinyagents._record import Record
 from tinyagents.errors import GraphError
-from tinyagents.graph._context import emit_unless_ended, progress_here, thread_attempt
+from tinyagents.graph._context import (
+    ThreadAttempt,
+    emit_unless_ended,
+    progress_here,
+    thread_attempt,
+)
 from tinyagents.protocol.commands import (
     SteeringActor,
     SteeringCommand,
@@ -41,6 +46,9 @@ class NodeContext(Record):
     #: the event loop of the run, when the node runs in a worker thread (a sync node with a
     #: ``timeout``): what it emits is handed to the loop's thread
     _loop: Any = field(default=None, repr=False)
+    #: that worker thread's attempt: once it ``ended`` (the timeout fired) the thread runs on,
+    #: and what it asks of the runtime through this context (``steer``, ``grant``) is refused
+    _attempt: ThreadAttempt | None = field(default=None, repr=False)
 
     # LangGraph's ``RunnableConfig``, read only: a node ported with ``config: RunnableConfig``
     # as its second parameter gets this context there, and reads its thread, node and step
@@ -105,6 +113,12 @@ class NodeContext(Record):
         return None
 
     def _supervisor(self) -> tuple[RunHost, str]:
+        attempt = self._attempt if self._attempt is not None else thread_attempt.get()
+        if attempt is not None and attempt.ended:
+            raise GraphError(
+                f"node {self.node!r} cannot steer: its attempt {self.attempt} timed out (a sync "
+                "node's thread goes on after its timeout=), so it no longer acts on the run"
+            )
         if self.runtime is None or self.run_id is None or self._run is None or self.ns:
             raise GraphError(
                 f"node {self.node!r} can steer only in a top-level graph run started with a "

@@ -412,8 +412,8 @@ async def _invoke(run: TaskRun, task: Task, attempt: int) -> Any:
             if spec.ctx_names:  # config / writer / store / runtime, by name, as LangGraph
                 fn, args = functools.partial(fn, **context_kwargs(spec.ctx_names, ctx)), (arg,)
             if threaded:
-                ctx._loop = asyncio.get_running_loop()
-                out = await _in_thread(ctx._loop, task.node, fn, *args)
+                ctx._loop, ctx._attempt = asyncio.get_running_loop(), ThreadAttempt()
+                out = await _in_thread(ctx._loop, task.node, fn, *args, attempt=ctx._attempt)
             else:
                 out = fn(*args)
         elif threaded:
@@ -604,14 +604,19 @@ __all__ = [
 
 
 async def _in_thread(
-    loop: asyncio.AbstractEventLoop, node: str, fn: Callable[..., Any], *args: Any
+    loop: asyncio.AbstractEventLoop,
+    node: str,
+    fn: Callable[..., Any],
+    *args: Any,
+    attempt: ThreadAttempt | None = None,
 ) -> Any:
     """A sync node with a timeout, run in a worker thread, so the timeout can end the wait
     for it (inline it would hold the event loop past it); a thread of its own, never one of
     the loop's executor's few workers, which a stuck node would hold. On a timeout (or a
     cancel) the thread runs on to its end, as Python cannot stop it: its result is dropped,
-    and so is what it streams or any ``@task`` it calls from then on (``ThreadAttempt``)."""
-    attempt = ThreadAttempt()
+    and so is what it streams or any ``@task`` it calls from then on (``ThreadAttempt``;
+    ``attempt``: its node context's, whose ``steer`` and ``grant`` it refuses then)."""
+    attempt = ThreadAttempt() if attempt is None else attempt
     try:
         return await in_own_thread(_threaded, loop, attempt, fn, *args, name=f"node {node}")
     finally:
