@@ -6,6 +6,7 @@ import json
 import math
 import re
 from datetime import UTC, datetime, timedelta, timezone
+from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
 import jsonschema
@@ -528,3 +529,68 @@ def test_a_bad_target_actor_or_policy_ref_is_an_invalid_command_error(
     # `except InvalidCommandError` around building one missed them.
     with pytest.raises(InvalidCommandError, match=message):
         make()
+
+
+# --------------------------------------------------------------------------- other inputs
+# ``model_validate(obj, from_attributes=True)`` handed ``_check`` the object itself, which it
+# passed on unchecked: a plain dict payload was refused as no ``ReadOnlyDict``, and a command
+# with no payload was taken without its kind's checks (an instruction with no text).
+
+
+@settings(max_examples=300, deadline=None)
+@given(command_keywords())
+def test_a_command_from_an_objects_attributes_is_the_one_its_fields_make(
+    keywords: dict[str, Any],
+) -> None:
+    keywords = {**keywords, "correlation_id": keywords.get("correlation_id", "c-fixed")}
+    keywords.setdefault("created_at", EPOCH)
+    # pydantic reads a model's fields from the attributes, and no others
+    fields = {name: value for name, value in keywords.items() if name != "unknown_field"}
+    try:
+        expected = SteeringCommand.model_validate(fields)
+    except InvalidCommandError as exc:
+        with pytest.raises(InvalidCommandError) as raised:
+            SteeringCommand.model_validate(SimpleNamespace(**keywords), from_attributes=True)
+        assert str(raised.value) == str(exc)
+        return
+    made = SteeringCommand.model_validate(SimpleNamespace(**keywords), from_attributes=True)
+    assert type(made.payload) is ReadOnlyDict
+    assert made == expected and made.model_fields_set == expected.model_fields_set
+
+
+def test_a_command_from_attributes_is_checked_as_one_from_a_dict() -> None:
+    made = SteeringCommand.model_validate(
+        SimpleNamespace(target=RUN, actor=ACTOR, kind="add_instruction", payload={"text": "hi"}),
+        from_attributes=True,
+    )
+    assert made == build(
+        K.ADD_INSTRUCTION,
+        {"text": "hi"},
+        correlation_id=made.correlation_id,
+        created_at=made.created_at,
+    )
+    assert type(made.payload) is ReadOnlyDict
+    no_text = SimpleNamespace(target=RUN, actor=ACTOR, kind="add_instruction")
+    with pytest.raises(InvalidCommandError, match=r"^invalid payload for add_instruction: text"):
+        SteeringCommand.model_validate(no_text, from_attributes=True)
+    # an instance is taken as it is, as pydantic takes it
+    assert SteeringCommand.model_validate(made, from_attributes=True) is made
+
+
+def test_a_mapping_is_validated_as_the_dict_it_holds() -> None:
+    fields = {"target": RUN, "actor": ACTOR, "kind": K.PAUSE, "correlation_id": "c-1"}
+    made = SteeringCommand.model_validate(MappingProxyType({**fields, "created_at": EPOCH}))
+    assert made == SteeringCommand.model_validate({**fields, "created_at": EPOCH})
+    with pytest.raises(InvalidCommandError, match=r"^invalid payload for add_instruction"):
+        SteeringCommand.model_validate(MappingProxyType({**fields, "kind": K.ADD_INSTRUCTION}))
+
+
+def test_an_object_is_refused_unless_its_attributes_are_asked_for() -> None:
+    # without from_attributes (and where it cannot be seen: a TypeAdapter, a model holding a
+    # command) an object is refused, naming what to pass, and not read past the checks
+    obj = SimpleNamespace(target=RUN, actor=ACTOR, kind="add_instruction")
+    message = r"a command is made from a dict of its fields .* got SimpleNamespace"
+    with pytest.raises(InvalidCommandError, match=message):
+        SteeringCommand.model_validate(obj)
+    with pytest.raises(ValidationError, match=message):
+        COMMAND_ADAPTER.validate_python(obj, from_attributes=True)

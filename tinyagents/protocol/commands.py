@@ -793,7 +793,9 @@ class SteeringCommand(_CommandPart):
     @classmethod
     def _check(cls, data: Any) -> Any:
         if not isinstance(data, dict):
-            return data
+            if isinstance(data, cls):  # taken as it is (pydantic does not validate it again)
+                return data
+            data = _fields_given(data)
         kind = _parse_kind(data.get("kind"))
         payload = data.get("payload")
         if payload is None:  # left out (or null): no payload
@@ -824,6 +826,18 @@ class SteeringCommand(_CommandPart):
     @classmethod
     def _in_utc(cls, created_at: datetime) -> datetime:
         return _utc(created_at)
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
+        # from_attributes: the object's fields as a dict, which ``_check`` checks as it checks
+        # any (it is handed the object itself, and cannot see that its attributes are asked for)
+        if kwargs.get("from_attributes") and not isinstance(obj, (Mapping, cls)):
+            obj = {
+                name: value
+                for name in cls.model_fields
+                if (value := getattr(obj, name, _ABSENT)) is not _ABSENT
+            }
+        return super().model_validate(obj, *args, **kwargs)
 
     if not TYPE_CHECKING:  # type checkers keep the __init__ pydantic declares, field by field
 
@@ -862,6 +876,22 @@ class SteeringCommand(_CommandPart):
         def model_construct(cls, _fields_set: set[str] | None = None, **values: Any) -> Self:
             values["payload"] = _unchecked(values.get("payload", {}))
             return super().model_construct(_fields_set, **values)
+
+
+_ABSENT = object()
+
+
+def _fields_given(data: Any) -> dict[str, Any]:
+    """The fields of a command given as no dict: a mapping's items; anything else (an
+    object whose attributes pydantic would read, where ``from_attributes`` is asked of a
+    ``TypeAdapter`` or a model holding a command) is refused, as ``_check`` would not see
+    its payload to check it."""
+    if isinstance(data, Mapping):
+        return dict(data)
+    raise InvalidCommandError(
+        f"a command is made from a dict of its fields (or keywords), got {type(data).__name__}; "
+        "for an object's attributes use SteeringCommand.model_validate(obj, from_attributes=True)"
+    )
 
 
 def _unchecked(payload: Any) -> Any:
