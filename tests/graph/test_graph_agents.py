@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any, TypedDict
 
 import pytest
@@ -164,6 +165,71 @@ async def test_supervisor_grants_sibling_steering_between_agent_nodes(rt: Runtim
     result = await graph.compile().run({"topic": "x"}, runtime=rt)
     assert result.status == "completed", result.error
     assert outcome["before"].status == "rejected"
+    assert outcome["after"].status == "accepted"
+
+
+async def test_a_sync_supervisor_in_its_thread_grants_on_the_runs_loop(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a sync node with timeout= runs in a worker thread: its ctx.grant touched the runtime's
+    # run tree and router (the loop's, not thread-safe) from that thread
+    gate_a, gate_b = Gate("a"), Gate("b")
+    loop = asyncio.get_running_loop()
+    loop_thread = threading.get_ident()
+    granted_on: list[int] = []
+    grant = rt.grant_sibling_steering
+
+    def spy(from_run_id: str, to_run_id: str) -> None:
+        granted_on.append(threading.get_ident())
+        grant(from_run_id, to_run_id)
+
+    monkeypatch.setattr(rt, "grant_sibling_steering", spy)
+
+    def gated(gate: Gate) -> FunctionModel:
+        async def respond(request: ModelRequest) -> str:
+            await gate.wait()
+            return f"done {gate.name}"
+
+        return FunctionModel(respond)
+
+    outcome: dict[str, Any] = {}
+
+    def on_loop(coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(30)
+
+    def lead(state: Doc, ctx: NodeContext) -> dict[str, Any]:
+        try:
+            on_loop(gate_a.entered.wait())
+            on_loop(gate_b.entered.wait())
+            a, b = ctx.agent_run_id("a"), ctx.agent_run_id("b")
+            assert a is not None and b is not None
+            outcome["thread"] = threading.get_ident()
+            ctx.grant(a, b)  # returns once done: a's command to b is then accepted
+            cmd = SteeringCommand(
+                target=SteeringTarget.agent_run(b),
+                actor=SteeringActor.parent_agent(a, "a"),
+                kind=SteeringKind.ADD_INSTRUCTION,
+                payload={"text": "hi sibling"},
+            )
+            assert ctx.runtime is not None
+            outcome["after"] = on_loop(ctx.runtime.submit(cmd))
+            with pytest.raises(GraphError, match="not part of graph run"):
+                ctx.grant(a, "r-elsewhere")  # its error is raised here, in the thread
+        finally:
+            gate_a.open()
+            gate_b.open()
+        return {}
+
+    graph = StateGraph(Doc)
+    graph.add_node("a", AgentNode(Agent("a", model=gated(gate_a)), input="topic", output="draft"))
+    graph.add_node("b", AgentNode(Agent("b", model=gated(gate_b)), input="topic", output="verdict"))
+    graph.add_node("lead", lead, supervises=["a", "b"], timeout=30)
+    for name in ("a", "b", "lead"):
+        graph.add_edge(START, name).add_edge(name, END)
+    result = await graph.compile().run({"topic": "x"}, runtime=rt)
+    assert result.status == "completed", result.error
+    assert outcome["thread"] != loop_thread  # the node did run in a worker thread
+    assert granted_on == [loop_thread]
     assert outcome["after"].status == "accepted"
 
 

@@ -7,6 +7,7 @@ tasks of the nodes it supervises, and sibling-steering grants between their agen
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -155,8 +156,24 @@ class NodeContext(Record):
         return await runtime.submit(cmd)
 
     def grant(self, from_run_id: str, to_run_id: str) -> None:
-        """Let one supervised agent run steer a sibling (both children of this graph run)."""
-        runtime, run_id = self._supervisor()
+        """Let one supervised agent run steer a sibling (both children of this graph run).
+
+        From a sync node's worker thread (``timeout=``) the grant is done on the run's loop,
+        which owns the run tree and the router: the thread waits for it, and gets its error."""
+        self._supervisor()  # a timed-out attempt's thread is refused here, in the thread
+        loop = self._loop
+        if loop is not None and not _running(loop):
+            asyncio.run_coroutine_threadsafe(
+                self._grant_on_loop(from_run_id, to_run_id), loop
+            ).result()
+            return
+        self._grant(from_run_id, to_run_id)
+
+    async def _grant_on_loop(self, from_run_id: str, to_run_id: str) -> None:
+        self._grant(from_run_id, to_run_id)
+
+    def _grant(self, from_run_id: str, to_run_id: str) -> None:
+        runtime, run_id = self._supervisor()  # again: the attempt may have ended meanwhile
         supervised = self._run.graph.nodes[self.node].supervises
         tree = runtime.runs.tree
         for rid in (from_run_id, to_run_id):
@@ -168,3 +185,11 @@ class NodeContext(Record):
                     f"node {self.node!r} does not supervise {info.node_id!r} (run {rid})"
                 )
         runtime.grant_sibling_steering(from_run_id, to_run_id)
+
+
+def _running(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether ``loop`` is the event loop running in this thread."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
