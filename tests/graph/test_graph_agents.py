@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from typing import Any, TypedDict
 
@@ -16,6 +17,7 @@ from tinyagents.errors import (
     RunLimitExceeded,
 )
 from tinyagents.graph import END, START, AgentNode, NodeContext, StateGraph, interrupt
+from tinyagents.graph._context import ThreadAttempt
 from tinyagents.harness import ModelRequest
 from tinyagents.protocol import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.runs import RunLimits, RunStatus
@@ -566,3 +568,72 @@ async def test_a_running_agent_node_loses_the_tool_its_ancestor_was_narrowed_awa
     assert applied.kind is SteeringKind.CONSTRAIN_TOOLS
     assert applied.actor == SteeringActor.parent_agent(handle.run_id, "lead")
     assert "ancestor run" in applied.payload_summary["reason"]
+
+
+async def test_a_sync_supervisor_in_its_thread_steers_on_the_runs_loop(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # its ctx.steer, run to its end in the thread (asyncio.run), submitted the command on the
+    # thread's own loop: the router and the bus are the run's loop's, not thread-safe
+    loop_thread = threading.get_ident()
+    submitted_on: list[int] = []
+    submit = rt.submit
+
+    async def spy(cmd: SteeringCommand) -> Any:
+        submitted_on.append(threading.get_ident())
+        return await submit(cmd)
+
+    monkeypatch.setattr(rt, "submit", spy)
+    outcome: dict[str, Any] = {}
+
+    def lead(state: Doc, ctx: NodeContext) -> dict[str, Any]:
+        outcome["thread"] = threading.get_ident()
+        for node in ("a", "b"):  # b is not supervised: rejected, as on the loop
+            outcome[node] = asyncio.run(ctx.steer(SteeringKind.REDIRECT, {"goto": "b"}, node=node))
+        return {}
+
+    graph = StateGraph(Doc)
+    graph.add_node("a", lambda state: {"draft": "a"})
+    graph.add_node("b", lambda state: {"verdict": "b"})
+    graph.add_node("lead", lead, supervises=["a"], timeout=30)
+    graph.add_edge(START, "lead").add_edge("lead", "a").add_edge("a", "b").add_edge("b", END)
+    result = await graph.compile().run({"topic": "x"}, runtime=rt)
+    assert result.status == "completed", result.error
+    assert outcome["thread"] != loop_thread  # the node did run in a worker thread
+    assert submitted_on == [loop_thread, loop_thread]
+    assert outcome["a"].status == "accepted", outcome["a"].reason
+    assert outcome["b"].status == "rejected"
+    assert "does not supervise 'b'" in (outcome["b"].reason or "")
+
+
+async def test_a_sync_supervisors_thread_cannot_steer_once_its_runs_loop_is_gone(
+    rt: Runtime,
+) -> None:
+    # a thread whose run's loop no longer runs (closed under it without the run being
+    # cancelled, so the attempt never ended): grant raised a bare "RuntimeError: Event loop
+    # is closed" (and left its coroutine never awaited)
+    kept: list[NodeContext] = []
+
+    def lead(state: Doc, ctx: NodeContext) -> dict[str, Any]:
+        kept.append(ctx)
+        return {}
+
+    graph = StateGraph(Doc).add_node("lead", lead, supervises=["lead"], timeout=30)
+    result = await graph.add_edge(START, "lead").add_edge("lead", END).compile().run({}, runtime=rt)
+    assert result.status == "completed", result.error
+    gone = asyncio.new_event_loop()
+    gone.close()
+    for loop in (gone, asyncio.new_event_loop()):  # closed; never run
+        # that thread's context as it is while its attempt runs on
+        ctx = dataclasses.replace(kept[0], _loop=loop, _attempt=ThreadAttempt())
+
+        def grant(ctx: NodeContext = ctx) -> None:
+            ctx.grant("r-a", "r-b")
+
+        def steer(ctx: NodeContext = ctx) -> None:
+            asyncio.run(ctx.steer(SteeringKind.REDIRECT, {"goto": "lead"}, node="lead"))
+
+        for call in (grant, steer):
+            with pytest.raises(GraphError, match="event loop of its run no longer runs"):
+                await asyncio.to_thread(call)
+        loop.close()

@@ -8,8 +8,10 @@ tasks of the nodes it supervises, and sibling-steering grants between their agen
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
+from concurrent.futures import Future as ConcurrentFuture
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinyagents._record import Record
 from tinyagents.errors import GraphError
@@ -29,6 +31,8 @@ from tinyagents.protocol.commands import (
 
 if TYPE_CHECKING:
     from tinyagents.runs.host import RunHost
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
@@ -153,6 +157,12 @@ class NodeContext(Record):
             payload=payload or {},
             **fields,
         )
+        if self._off_loop():
+            return await asyncio.wrap_future(self._on_loop(self._submit_on_loop(cmd)))
+        return await runtime.submit(cmd)
+
+    async def _submit_on_loop(self, cmd: SteeringCommand) -> SteeringReceipt:
+        runtime, _ = self._supervisor()  # again: the attempt may have ended meanwhile
         return await runtime.submit(cmd)
 
     def grant(self, from_run_id: str, to_run_id: str) -> None:
@@ -161,16 +171,34 @@ class NodeContext(Record):
         From a sync node's worker thread (``timeout=``) the grant is done on the run's loop,
         which owns the run tree and the router: the thread waits for it, and gets its error."""
         self._supervisor()  # a timed-out attempt's thread is refused here, in the thread
-        loop = self._loop
-        if loop is not None and not _running(loop):
-            asyncio.run_coroutine_threadsafe(
-                self._grant_on_loop(from_run_id, to_run_id), loop
-            ).result()
+        if self._off_loop():
+            self._on_loop(self._grant_on_loop(from_run_id, to_run_id)).result()
             return
         self._grant(from_run_id, to_run_id)
 
     async def _grant_on_loop(self, from_run_id: str, to_run_id: str) -> None:
         self._grant(from_run_id, to_run_id)
+
+    def _off_loop(self) -> bool:
+        """Whether this is a sync node's worker thread (or a loop of its own there), whose
+        ``steer`` and ``grant`` are handed to the run's loop: the run tree, the router and
+        the bus are that loop's, and not thread-safe."""
+        return self._loop is not None and not _running(self._loop)
+
+    def _on_loop(self, call: Coroutine[Any, Any, T]) -> ConcurrentFuture[T]:
+        """Schedule ``call`` on the run's loop; a ``GraphError`` if that loop no longer runs
+        (the run is over, and this thread ran on past it): the call would wait for ever."""
+        loop = self._loop
+        try:
+            if loop.is_running():
+                return asyncio.run_coroutine_threadsafe(call, loop)
+        except RuntimeError:  # closed between the check and the call
+            pass
+        call.close()
+        raise GraphError(
+            f"node {self.node!r} cannot steer: the event loop of its run no longer runs (the "
+            "run ended while the node's thread ran on)"
+        )
 
     def _grant(self, from_run_id: str, to_run_id: str) -> None:
         runtime, run_id = self._supervisor()  # again: the attempt may have ended meanwhile
