@@ -9,7 +9,13 @@ from typing import Any
 import pytest
 
 from tinyagents.errors import CheckpointerClosed, StaleCheckpointError, ThreadBusy
-from tinyagents.store.checkpoint import Checkpointer, CheckpointRecord, ExitBuffer, WriteRecord
+from tinyagents.store.checkpoint import (
+    Checkpointer,
+    CheckpointRecord,
+    ExitBuffer,
+    MemoryCheckpointer,
+    WriteRecord,
+)
 
 
 @pytest.fixture(params=["", "exit-buffer"])
@@ -102,6 +108,32 @@ async def test_put_is_compare_and_set_on_the_parent(checkpointer: Checkpointer) 
     with pytest.raises(StaleCheckpointError):
         await checkpointer.put(record(1, thread="fresh"))  # a parent that does not exist
     assert [r.seq for r in await checkpointer.list("t")] == [1, 0]
+
+
+async def test_saves_made_together_land_together(checkpointer: Checkpointer) -> None:
+    # a durability="exit" run's flush: one transaction where the backend has them (the
+    # memory checkpointer, and so the buffer, saves each as it is made)
+    one_by_one = isinstance(checkpointer, MemoryCheckpointer)
+    write = [WriteRecord(task_id="a", kind="result", value={"writes": [["x", 1]]})]
+    await checkpointer.put(record(0))
+    with pytest.raises(RuntimeError, match="stopped"):
+        async with checkpointer.saving_together():
+            await checkpointer.put(record(1))
+            await checkpointer.put_writes("t", "", "f1", write)
+            head = await checkpointer.latest("t")  # the block reads what it saved
+            assert head is not None and head.seq == 1
+            raise RuntimeError("stopped")
+    assert [r.seq for r in await checkpointer.list("t")] == ([1, 0] if one_by_one else [0])
+    assert await checkpointer.get_writes("t", "", "f1") == (write if one_by_one else [])
+    if one_by_one:
+        return
+    async with checkpointer.saving_together():
+        await checkpointer.put(record(1))
+        await checkpointer.put_writes("t", "", "f1", write)
+        async with checkpointer.saving_together():  # within one: the same transaction
+            await checkpointer.put(record(2))
+    assert [r.seq for r in await checkpointer.list("t")] == [2, 1, 0]
+    assert await checkpointer.get_writes("t", "", "f1") == write
 
 
 async def test_concurrent_writers_on_one_parent_exactly_one_wins(

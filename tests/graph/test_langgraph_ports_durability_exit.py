@@ -423,55 +423,60 @@ async def written_frontiers(cp: Checkpointer, thread: str) -> set[str]:
         await conn.close()
 
 
-async def check_left_as_a_sync_run_could(cp: Checkpointer, thread: str) -> None:
-    """What a crash in the flush of a fan-out run left on ``thread``: the oldest checkpoints
-    of a "sync" run's, each but the head with its pending writes, and no writes of a
-    checkpoint not saved; ``run(None)`` then ends the run as the "sync" one ended."""
+async def check_left_as_before_the_run(cp: Checkpointer, thread: str) -> None:
+    """What a crash (or a failed save) in the flush of a fan-out run left on ``thread``:
+    nothing, read from the storage itself; the run made again saves all of it, as a "sync"
+    run does."""
+    assert await cp.latest(thread) is None and await cp.list(thread) == []
+    assert await written_frontiers(cp, thread) == set()
     sync = fan_out(MemoryCheckpointer(), [])
     await sync.run({"log": ["in"]}, thread_id=thread)
-    want = await saved(sync, thread)
-    ran: list[str] = []
-    graph = fan_out(cp, ran)
-    left = await saved(graph, thread)
-    assert left and left == want[len(want) - len(left) :]  # in order, head included
-    frontiers = {c.frontier_id for c in await cp.list(thread)}
-    assert await written_frontiers(cp, thread) <= frontiers  # no write nothing reads
-    result = await graph.run(None, thread_id=thread)
+    graph = fan_out(cp, [])
+    result = await graph.run({"log": ["in"]}, thread_id=thread, durability="exit")
     assert result.state == {"log": ["in", "a", "b", "b2", "c"]}
-    assert [s[:6] for s in await saved(graph, thread)] == [s[:6] for s in want]
-    assert (await graph.get_state(thread)).values == result.state
-    assert "a" not in ran or len(left) < 3  # a step saved is not run again
+    assert await saved(graph, thread) == await saved(sync, thread)
 
 
-async def test_a_crash_at_each_item_of_the_flush_leaves_a_sync_runs_thread(
-    tmp_path: Path,
+class Killed(BaseException):
+    """The flush stopped, in this process, as by the process ending."""
+
+
+def kill() -> None:
+    raise Killed
+
+
+def fail() -> None:
+    raise OSError("disk I/O error (a save of the flush failed)")
+
+
+@pytest.mark.parametrize("stop", [kill, fail])
+async def test_a_stop_at_each_item_of_the_flush_leaves_the_thread_as_before(
+    tmp_path: Path, stop: Any
 ) -> None:
-    # in this process: the flush stops (a BaseException, as the process ending) after each
-    # of its items in turn, on a real SQLite file, one thread per place
-    class Killed(BaseException):
-        pass
-
-    def kill() -> None:
-        raise Killed
-
+    # in this process: the flush stops after each of its items in turn (a BaseException, as
+    # the process ending, or a save that fails), on a real SQLite file, one thread per
+    # place: its saves, one transaction, left some on the file (those before the stop)
     for after in range(1, 8):  # 5 checkpoints and the 2 pending writes of the fan-out step
-        cp = dying(SqliteCheckpointer, after, kill)(tmp_path / f"{after}.db")  # type: ignore[call-arg]
+        cp = dying(SqliteCheckpointer, after, stop)(tmp_path / f"{after}.db")  # type: ignore[call-arg]
         await cp.setup()
         try:
-            with pytest.raises(Killed):
+            with pytest.raises((Killed, OSError)) as stopped:
                 await fan_out(cp, []).run({"log": ["in"]}, thread_id="t", durability="exit")
-            await check_left_as_a_sync_run_could(cp, "t")
+            assert isinstance(stopped.value, Killed if stop is kill else OSError)
+            type(cp).saved = -1_000  # (counts no more)
+            await check_left_as_before_the_run(cp, "t")
         finally:
             await cp.aclose()
 
 
-@pytest.mark.parametrize("after", [1, 4])
+@pytest.mark.parametrize("after", [1, 4, 7])
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 async def test_what_a_crash_during_the_flush_leaves(
     tmp_path: Path, backend: str, after: int
 ) -> None:
     # a real process killed (os._exit) once ``after`` items of the flush are saved: 1, the
-    # run's input checkpoint; 4, then the next two and one of the fan-out step's two writes
+    # run's input checkpoint; 4, then the next two and one of the fan-out step's two writes;
+    # 7, all but the commit: nothing of the run is left
     script = Path(__file__).with_name("graph_exit_flush_worker.py")
     if backend == "sqlite":
         cp: Checkpointer = SqliteCheckpointer(tmp_path / "crash.db")
@@ -487,7 +492,23 @@ async def test_what_a_crash_during_the_flush_leaves(
     assert proc.returncode == 3, err.decode()
     await cp.setup()
     try:
-        await check_left_as_a_sync_run_could(cp, "t")
+        await check_left_as_before_the_run(cp, "t")
+    finally:
+        await cp.aclose()
+        await drop_pg_schemas()
+
+
+async def test_a_failed_save_in_the_flush_on_postgres_leaves_the_thread_as_before(
+    tmp_path: Path,
+) -> None:
+    # as on SQLite: a save that fails half way through the flush undoes the ones before it
+    cp = dying(PostgresCheckpointer, 4, fail)(postgres_dsn(), schema=pg_schema(tmp_path))  # type: ignore[call-arg]
+    await cp.setup()
+    try:
+        with pytest.raises(OSError, match="disk I/O error"):
+            await fan_out(cp, []).run({"log": ["in"]}, thread_id="t", durability="exit")
+        type(cp).saved = -1_000
+        await check_left_as_before_the_run(cp, "t")
     finally:
         await cp.aclose()
         await drop_pg_schemas()
@@ -495,12 +516,8 @@ async def test_what_a_crash_during_the_flush_leaves(
 
 async def test_a_crash_in_the_flush_of_a_subgraph_run_goes_on_from_where_it_left() -> None:
     # a sub-graph's checkpoints (its own namespace) are saved between its parent's, as the
-    # run made them; a stop after each item of the flush, then run(None), ends as "sync"
-    class Killed(BaseException):
-        pass
-
-    def kill() -> None:
-        raise Killed
+    # run made them; on the memory checkpointer, which has no transactions, a stop after each
+    # item of the flush, then run(None), ends as "sync"
 
     def build(cp: Checkpointer) -> Any:
         sub = (

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import json
 import math
 import sys
@@ -406,6 +407,14 @@ class Checkpointer(ABC):
     ) -> None:
         """Save (or replace, by task, kind and key) pending writes of a frontier; a key no
         backend can store is an ``InvalidIdError`` first (``check_write_keys``)."""
+
+    def saving_together(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """``async with cp.saving_together():`` the saves (``put``, ``put_writes``) the
+        current task makes in the block land together: all of them when it ends, none if it
+        raises or the process dies in it (a ``durability="exit"`` run's flush). SQLite and
+        PostgreSQL make them one transaction; this default, for a backend without one (the
+        memory checkpointer), saves each as it is made."""
+        return contextlib.nullcontext()
 
     async def put_writes_once(
         self, thread_id: str, ns: str, frontier_id: str, writes: builtins.list[WriteRecord]

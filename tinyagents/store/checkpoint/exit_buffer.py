@@ -9,10 +9,12 @@ thread stays as it was before the run. Steps are not slower for it: no write wai
 store until the end.
 
 ``flush`` saves in the order the run made its saves, one save per call as a ``"sync"`` run
-makes them, so a process that dies during the flush leaves the thread as a ``"sync"`` run
-that died at that point would have: its oldest checkpoints, each before the head with its
-pending writes, and no writes of a checkpoint that is not saved. (Not one transaction: the
-SQLite checkpointer's one connection is shared, in autocommit, by every coroutine using it.)
+makes them, in one transaction on SQLite and PostgreSQL (``Checkpointer.saving_together``):
+a process that dies during the flush, or a save of it that fails, leaves the thread as it
+was before the run, and a flush that ended has saved the whole run. On a backend without
+transactions (the memory checkpointer) they are saved one by one: a flush stopped half way
+leaves the thread as a ``"sync"`` run stopped at that point would have (its oldest
+checkpoints, each before the head with its pending writes).
 """
 
 from __future__ import annotations
@@ -185,25 +187,24 @@ class ExitBuffer(MemoryCheckpointer):
         return bool(self._log)
 
     async def flush(self) -> None:
-        """Save everything held to ``base``, in the order the run saved it (module
-        docstring): each checkpoint compare-and-set on its parent, as the run made it, each
-        ``put_writes`` as it was called. What was saved is no longer held, so a ``flush``
-        that failed part-way can be called again."""
-        log = self._log
-        while log:
-            key, rows = log[0]
-            if rows is None:
-                thread_id, ns = saved = (key[0], key[1])
-                chain = self._chains[saved]
-                await self.base.put(CheckpointRecord.from_row(thread_id, ns, chain[0]))
-                del chain[0]
-                if not chain:
-                    del self._chains[saved]
-            else:
-                thread_id, ns, frontier_id = key
-                writes = [read_write(thread_id, ns, frontier_id, *row) for row in rows]
-                await self.base.put_writes(thread_id, ns, frontier_id, writes)
-            log.popleft()
+        """Save everything held to ``base``, together (module docstring), in the order the
+        run saved it: each checkpoint compare-and-set on its parent, as the run made it, each
+        ``put_writes`` as it was called. Held until the flush ended: one that failed saved
+        nothing (on a backend without transactions, what it saved before the failure)."""
+        placed = dict.fromkeys(self._chains, 0)  # (thread, ns) -> its rows saved so far
+        async with self.base.saving_together():
+            for key, rows in self._log:
+                if rows is None:
+                    thread_id, ns = saved = (key[0], key[1])
+                    row = self._chains[saved][placed[saved]]
+                    await self.base.put(CheckpointRecord.from_row(thread_id, ns, row))
+                    placed[saved] += 1
+                else:
+                    thread_id, ns, frontier_id = key
+                    writes = [read_write(thread_id, ns, frontier_id, *row) for row in rows]
+                    await self.base.put_writes(thread_id, ns, frontier_id, writes)
+        self._log.clear()
+        self._chains.clear()
         self._writes.clear()  # all in base now, as each was last written
 
 

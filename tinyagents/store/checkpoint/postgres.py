@@ -44,7 +44,8 @@ import functools
 import itertools
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from tinyagents.errors import (
@@ -60,6 +61,7 @@ from tinyagents.store._postgres import (
     AGAIN,
     AGAIN_AFTER_S,
     READ_ONLY,
+    cause,
     check_settings,
     close_pool,
     connection,
@@ -71,7 +73,9 @@ from tinyagents.store._postgres import (
     migrate,
     open_pool,
     quote_ident,
+    said,
     split_schema,
+    transaction,
 )
 from tinyagents.store.base import may_pass as may_pass_error
 from tinyagents.store.base import sql_int
@@ -91,6 +95,12 @@ from tinyagents.store.checkpoint.base import (
     unheld_key,
 )
 from tinyagents.store.urls import redacted
+
+#: The checkpointer whose ``saving_together`` block the current task is in, and that
+#: block's connection, in its transaction.
+_together: ContextVar[tuple[PostgresCheckpointer, Any] | None] = ContextVar(
+    "tinyagents_postgres_saving_together", default=None
+)
 
 MIGRATIONS: list[tuple[int, str]] = [
     (
@@ -291,7 +301,11 @@ class PostgresCheckpointer(Checkpointer):
 
     async def _fetch_again(self, what: str, sql: str, *args: Any) -> tuple[list[Any], bool]:
         """``fetch_again``: every statement here is a read or an idempotent write, and a graph
-        run must not fail for a dropped connection."""
+        run must not fail for a dropped connection. In ``saving_together``, on the block's
+        connection, once."""
+        together = _together.get()
+        if together is not None and together[0] is self:
+            return await self._fetch_together(together[1], what, sql, *args), False
         pool = await self._db()
         try:
             async with mapped_errors(what, command_timeout=self.command_timeout):
@@ -302,6 +316,45 @@ class PostgresCheckpointer(Checkpointer):
         # ``aclose`` says it, out here where no cause comes with it, so it does not pass
         self.refuse_closed(what)
         raise failed
+
+    async def _fetch_together(self, conn: Any, what: str, sql: str, *args: Any) -> list[Any]:
+        """A statement of a ``saving_together`` block, in its transaction: not tried again,
+        as a failed statement ends the transaction; so its failure is one that does not pass
+        (raised without its cause), not ridden out (``_while_the_lease_lasts``)."""
+        try:
+            async with mapped_errors(what, command_timeout=self.command_timeout):
+                return list(await conn.fetch(sql, *args))
+        except StoreError as exc:
+            failed = StoreError(f"{exc} (in a transaction of saves made together: none made)")
+        raise failed
+
+    @contextlib.asynccontextmanager
+    async def saving_together(self) -> AsyncIterator[None]:
+        """One transaction, on a connection of the pool, for the block's statements (the
+        current task's): committed when it ends, rolled back when it raises, by the server
+        when the process dies in it."""
+        together = _together.get()
+        if together is not None and together[0] is self:
+            yield
+            return
+        pool = await self._db()
+        raised: BaseException | None = None  # by the block: let out as it is
+        try:
+            async with transaction(pool, self.command_timeout) as conn:
+                token = _together.set((self, conn))
+                try:
+                    yield
+                except BaseException as exc:
+                    raised = exc
+                    raise
+                finally:
+                    _together.reset(token)
+        except db_errors() as exc:
+            if exc is raised:
+                raise
+            raise StoreError(
+                f"PostgreSQL: could not save together: {said(exc, self.command_timeout)}"
+            ) from cause(exc)
 
     # -- checkpoints -----------------------------------------------------------------------
 

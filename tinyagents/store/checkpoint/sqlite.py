@@ -35,6 +35,8 @@ import os
 import secrets
 import sqlite3
 import time
+from collections.abc import AsyncIterator
+from contextvars import ContextVar
 from typing import Any, NoReturn
 
 from tinyagents.errors import ConfigurationError, StaleCheckpointError, StoreError, ThreadBusy
@@ -68,6 +70,12 @@ from tinyagents.store.sqlite import (
     why_not_opened,
 )
 from tinyagents.store.urls import check_file_name, is_sqlite_url, sqlite_path
+
+#: The checkpointer whose ``saving_together`` block the current task is in, and that
+#: block's connection, in its transaction.
+_together: ContextVar[tuple[SqliteCheckpointer, Any] | None] = ContextVar(
+    "tinyagents_sqlite_saving_together", default=None
+)
 
 #: SQLite's ``synchronous`` levels
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
@@ -389,12 +397,47 @@ class SqliteCheckpointer(Checkpointer):
         raise failed
 
     async def _checked(self) -> Any:
-        """The connection, once the path is known to name the file opened."""
+        """The connection, once the path is known to name the file opened: in
+        ``saving_together``, the block's own."""
         db = await self._db()
         how = self._file.gone() if self._file is not None else None
         if how is not None:
             raise gone_error("SQLite checkpointer", self.path, how)
-        return db
+        together = _together.get()
+        return together[1] if together is not None and together[0] is self else db
+
+    @contextlib.asynccontextmanager
+    async def saving_together(self) -> AsyncIterator[None]:
+        """One transaction for the block's statements (the current task's), on a connection
+        of its own, as ``delete_thread``'s: the shared one runs each statement on its own,
+        and other coroutines' statements would join a transaction there. ``BEGIN
+        IMMEDIATE``: the file's write lock is taken first, so the block cannot fail half way
+        for another writer; theirs wait for its end (``busy_timeout``). A ``":memory:"``
+        database has no second connection, and dies with its process: saved one by one."""
+        together = _together.get()
+        if (together is not None and together[0] is self) or self.path == ":memory:":
+            yield
+            return
+        await self._checked()
+        try:
+            conn = await connect(self.path, isolation_level=None)
+        except (sqlite3.Error, ValueError) as exc:
+            raise StoreError(f"SQLite checkpointer {self.path!r}: {exc}") from exc
+        token = _together.set((self, conn))
+        try:
+            await self._fetch("PRAGMA busy_timeout=10000", ())
+            await self._fetch(f"PRAGMA synchronous={self.synchronous}", ())
+            await self._fetch("BEGIN IMMEDIATE", ())
+            try:
+                yield
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error, ValueError):
+                    await conn.execute("ROLLBACK")
+                raise
+            await self._fetch("COMMIT", ())
+        finally:
+            _together.reset(token)
+            await conn.close()
 
     async def latest(self, thread_id: str, ns: str = "") -> CheckpointRecord | None:
         if unheld_key(thread_id, ns, nul=False):
