@@ -174,6 +174,26 @@ async def test_budget_fraction_fires_once_past_its_fraction() -> None:
     assert CALLS == ["search"]  # the second turn's tool never ran
 
 
+async def test_a_rule_given_twice_acts_once() -> None:
+    # the same rule twice in a spec (`tinyagents validate` warns of it) fired twice on one
+    # event: two steers of one reason; a user means it once. A rule saying anything else
+    # (another count) is another rule, and acts on its own.
+    rule = {"when": "tool_repeated", "tool": "search", "count": 1, "then": "steer"}
+    spec = SupervisorSpec(rules=[rule, {**rule, "count": 2}, rule])
+    recorder = EventRecorder()
+    async with Runtime(supervisor=spec, sinks=[recorder]) as rt:
+        model = ScriptedModel([tool_call("search"), tool_call("search"), reply("done")])
+        result = await (await rt.start(Agent("a", model, tools=[search]), "go")).result()
+    assert result.status is RunStatus.COMPLETED
+    reasons = [a["reason"] for a in actions(recorder)]
+    assert reasons == [
+        "tool 'search' called 1 times (limit 1)",
+        "tool 'search' called 2 times (limit 2)",
+    ]
+    steers = [e for e in recorder.steering() if e.type == "steering.applied"]
+    assert len(steers) == 2
+
+
 @pytest.mark.parametrize(
     ("first", "second", "sent", "ended"),
     [

@@ -27,7 +27,8 @@ class RunCounters(Record):
     iteration: int = 0
     tool_calls: Counter[str] = field(default_factory=Counter)
     undeclared_calls: int = 0
-    #: Indexes (in ``spec.rules``) of the rules that fired for this run.
+    #: Indexes (in ``spec.rules``) of the rules that fired for this run; a rule given twice
+    #: fires as one, both its indexes here.
     fired: set[int] = field(default_factory=set)
 
     def record(self, event: Event) -> bool:

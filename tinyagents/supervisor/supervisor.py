@@ -346,13 +346,16 @@ class Supervisor:
             return
         if not w.counters.record(event):
             return
-        for index, rule in enumerate(w.spec.rules):
+        rules = w.spec.rules
+        for index, rule in enumerate(rules):
             if index in w.counters.fired:
                 continue
             reason = check(rule, w.counters, w.handle.info, event)
             if reason is None:
                 continue
-            w.counters.fired.add(index)
+            # and each copy of it: a rule given twice (``tinyagents validate`` warns) is one
+            # rule, acting once, as the one policy id its commands carry says
+            w.counters.fired.update(i for i in range(index, len(rules)) if rules[i] == rule)
             self._emit(w, "supervisor.rule_fired", rule=rule.when, data={"reason": reason})
             self._act(
                 w,

@@ -138,8 +138,8 @@ def _warnings(spec: SupervisorSpec, at: LineOf) -> list[Finding]:
             found.append(
                 Finding(
                     "warning",
-                    f"rules.{index} repeats rules.{seen}: both fire on the same event, so "
-                    "the run is acted on twice for one reason; give it once",
+                    f"rules.{index} repeats rules.{seen}: it is one rule, which acts once, "
+                    "so the copy adds nothing; give it once",
                     at("rules", index),
                 )
             )
