@@ -239,7 +239,7 @@ class OpenAICompatServer:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         try:
             body: Any = await request.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # (nested deeper than the parser reads)
             problem = "the request body is not JSON"
             self.refusals.append(problem)
             return _bad_request(problem)
@@ -257,6 +257,9 @@ class OpenAICompatServer:
         if self.mode != "default" and (violation := _CHECKS[self.mode](body)):
             self.refusals.append(violation)
             return self._refuse(violation)
+        if problem := _shape_problem(body):  # what every mode refuses, the strict ones their way
+            self.refusals.append(problem)
+            return _bad_request(problem)
         number = len(self.requests)
         reply = self._next_reply(body)
         stall: tuple[int, float] | None = None
@@ -617,6 +620,17 @@ async def _not_found(request: web.Request) -> web.Response:
     message = f"Invalid URL ({request.method} {request.path})"
     error = {"error": {"message": message, "type": "invalid_request_error", "code": None}}
     return web.json_response(error, status=404)
+
+
+def _shape_problem(body: dict[str, Any]) -> str | None:
+    """Why ``body`` is no request this server can answer (a message that is no object, a
+    ``stream_options`` that is none), or None: refused before a reply is taken."""
+    for index, message in enumerate(body["messages"]):
+        if not isinstance(message, dict):
+            return f"message {index} must be a JSON object, got {type(message).__name__}"
+    if body.get("stream_options") is not None and not isinstance(body["stream_options"], dict):
+        return f"stream_options must be a JSON object, got {type(body['stream_options']).__name__}"
+    return None
 
 
 def _bad_request(problem: str) -> web.Response:

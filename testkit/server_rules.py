@@ -213,7 +213,10 @@ def llama_cpp_violation(body: dict[str, Any]) -> str | None:
         for call in message.get("tool_calls") or []:
             if problem := _tool_call_problem(call):
                 return f"message {index}: {problem}"
-    for spec in body.get("tools") or []:
+    tools = body.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        return f"Failed to parse tools: expected an array, got {_type_name(tools)}"
+    for spec in tools or []:
         if problem := _tool_spec_problem(spec, need_description=True):
             return f"Failed to parse tools: {problem}"
     choice = body.get("tool_choice")
@@ -230,7 +233,7 @@ def _named_choice_problem(choice: Any, tools: Any) -> str | None:
     name = function.get("name") if isinstance(function, dict) else None
     if not isinstance(name, str) or not name:
         return 'tool_choice must be {"type": "function", "function": {"name": "my_function"}}'
-    if not any((spec.get("function") or {}).get("name") == name for spec in tools or []):
+    if not any(_tool_name(spec) == name for spec in tools or []):
         return "The tool specified in `tool_choice` does not match any of the specified `tools`"
     return None
 
@@ -297,6 +300,12 @@ def _vllm_logprobs(body: dict[str, Any]) -> str | None:
     return None
 
 
+def _tool_name(spec: Any) -> Any:
+    """The ``function.name`` of a tool spec, or None (a spec, or its function, no object)."""
+    function = spec.get("function") if isinstance(spec, dict) else None
+    return function.get("name") if isinstance(function, dict) else None
+
+
 def _vllm_tool_choice(body: dict[str, Any]) -> str | None:
     choice = body.get("tool_choice")
     if choice is None or choice == "none":
@@ -329,7 +338,7 @@ def openai_violation(body: dict[str, Any]) -> str | None:
     choice = body.get("tool_choice")
     if choice is not None and choice not in ("auto", "none", "required"):
         if _named_choice_problem(choice, tools) is not None:
-            name = ((choice.get("function") or {}) if isinstance(choice, dict) else {}).get("name")
+            name = _tool_name(choice)
             return f"Invalid value for 'tool_choice': function {name!r} not found in 'tools'."
     return _openai_schema_problem(body.get("response_format"))
 

@@ -349,7 +349,10 @@ async def _update_sub_graph(
     continues from there when the thread goes on (its pending interrupts still ask)."""
     cp = require_checkpointer(graph, "update_state")
     if not isinstance(ns, str):
-        raise ValueError(f"ns must be a sub-graph's StateSnapshot.ns (a str), got {ns!r}")
+        raise ArgumentError(
+            "update_state(ns=...) takes a namespace (a sub-graph's StateSnapshot.ns, text), "
+            f"got {ns!r}"
+        )
     sub = sub_graph_at(graph, ns)
     check_as_node(sub, as_node)  # before anything is read
     async with GraphSession(graph, thread_id):  # the thread's lease: no run moves meanwhile

@@ -1,0 +1,187 @@
+"""A hostile or careless user's thirteenth round: the testkit's local OpenAI-compatible server
+spoken to with bodies no client of it should send (nested past the parser, messages that are
+no objects, odd ``stream_options``, ``tools`` and ``tool_choice`` in each strict mode), and the
+graph's thread API given a namespace that is no text.
+
+Each test is a probe that found something (named in its docstring) or holds a decision down.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import Any, TypedDict
+
+import httpx
+import pytest
+
+from tinyagents.errors import ArgumentError
+from tinyagents.graph import START, StateGraph
+from tinyagents.store.checkpoint import MemoryCheckpointer
+from tinyagents.testkit import OpenAICompatServer
+
+HELLO = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+MODES = ["default", "openai", "vllm", "llama.cpp"]
+
+
+@pytest.fixture(autouse=True)
+def default_recursion_limit() -> Iterator[None]:
+    """Python's default recursion limit (1000) for each test: the nesting probe is past it."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+async def post(server: OpenAICompatServer, body: bytes | dict[str, Any]) -> httpx.Response:
+    async with httpx.AsyncClient() as client:
+        url = f"{server.base_url}/chat/completions"
+        if isinstance(body, bytes):
+            headers = {"Content-Type": "application/json"}
+            return await client.post(url, content=body, headers=headers)
+        return await client.post(url, json=body)
+
+
+# -- the testkit's OpenAI-compatible server --------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_body_nested_past_the_parser_is_a_400_that_uses_up_no_reply(mode: str) -> None:
+    """Found: a body nested deeper than Python's JSON parser reads was a 500 ("Server got
+    itself in trouble": the parser's ``RecursionError`` went unanswered), which every client
+    retries, each retry a request the test did not mean to make."""
+    deep = b'{"model": "m", "messages": [], "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    async with OpenAICompatServer(["the reply"], mode=mode) as server:  # type: ignore[arg-type]
+        bad = await post(server, deep)
+        good = await post(server, HELLO)
+
+    assert bad.status_code == 400
+    assert "not JSON" in bad.json()["error"]["message"]
+    assert good.json()["choices"][0]["message"]["content"] == "the reply"
+
+
+@pytest.mark.parametrize("mode", ["default", "openai"])
+async def test_messages_that_are_no_objects_are_a_400_that_uses_up_no_reply(mode: str) -> None:
+    """Found: ``"messages": [1, 2]`` took the next scripted reply and then failed counting the
+    prompt's words, a 500; the strict modes vLLM and llama.cpp refused it already."""
+    async with OpenAICompatServer(["the reply"], mode=mode) as server:  # type: ignore[arg-type]
+        bad = await post(server, {"model": "m", "messages": [{"role": "user"}, 2]})
+        good = await post(server, HELLO)
+
+    assert bad.status_code == 400
+    assert "message 1" in bad.json()["error"]["message"]
+    assert good.json()["choices"][0]["message"]["content"] == "the reply"
+    assert server.refusals and "message 1" in server.refusals[0]
+
+
+@pytest.mark.parametrize("mode", ["vllm", "llama.cpp"])
+async def test_the_strict_modes_still_answer_messages_that_are_no_objects_their_way(
+    mode: str,
+) -> None:
+    """vLLM's 400 and llama.cpp's 500 for a message that is no object stay theirs."""
+    async with OpenAICompatServer(["the reply"], mode=mode) as server:  # type: ignore[arg-type]
+        bad = await post(server, {"model": "m", "messages": [2]})
+
+    assert bad.status_code == (400 if mode == "vllm" else 500)
+    assert f"[{mode}-strict]" in bad.text
+
+
+@pytest.mark.parametrize("mode", ["default", "openai", "llama.cpp"])
+async def test_stream_options_that_are_no_object_are_a_400_before_the_stream(mode: str) -> None:
+    """Found: ``"stream": true, "stream_options": 5`` started the stream (200) and broke off
+    inside it, the client left with a truncated body (``ClientPayloadError``) and the scripted
+    reply used up. vLLM's mode refused it already."""
+    body = {**HELLO, "stream": True, "stream_options": 5}
+    async with OpenAICompatServer(["the reply"], mode=mode) as server:  # type: ignore[arg-type]
+        bad = await post(server, body)
+        good = await post(server, HELLO)
+
+    assert bad.status_code == 400
+    assert "stream_options" in bad.json()["error"]["message"]
+    assert good.json()["choices"][0]["message"]["content"] == "the reply"
+
+
+async def test_stream_options_asking_for_usage_still_get_it() -> None:
+    body = {**HELLO, "stream": True, "stream_options": {"include_usage": True}}
+    async with OpenAICompatServer(["the reply"]) as server:
+        streamed = await post(server, body)
+
+    assert streamed.status_code == 200
+    assert '"usage": {"prompt_tokens": 1' in streamed.text
+
+
+NAMED = {"type": "function", "function": {"name": "add"}}
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"tools": [5], "tool_choice": NAMED}, "tool_choice"),
+        ({"tools": [{"type": "function", "function": "add"}], "tool_choice": NAMED}, "tool_choice"),
+        (
+            {
+                "tools": [{"type": "function", "function": {"name": "add"}}],
+                "tool_choice": {"type": "function", "function": 5},
+            },
+            "tool_choice",
+        ),
+    ],
+)
+async def test_openai_mode_answers_an_odd_tool_choice_with_its_400(
+    body: dict[str, Any], param: str
+) -> None:
+    """Found: in ``mode="openai"`` a named ``tool_choice`` whose ``function`` is no object, or
+    beside ``tools`` holding what is no tool, was a 500 from the rule that reads it."""
+    async with OpenAICompatServer(["the reply"], mode="openai") as server:
+        bad = await post(server, {**HELLO, **body})
+        good = await post(server, HELLO)
+
+    assert bad.status_code == 400
+    assert bad.json()["error"]["param"] == param
+    assert good.json()["choices"][0]["message"]["content"] == "the reply"
+
+
+async def test_llama_cpp_mode_answers_tools_that_are_no_list_with_its_error() -> None:
+    """Found: in ``mode="llama.cpp"``, ``"tools": 5`` was a bare 500 ("Server got itself in
+    trouble") from iterating over it, not llama.cpp's "Failed to parse tools"."""
+    async with OpenAICompatServer(["the reply"], mode="llama.cpp") as server:
+        bad = await post(server, {**HELLO, "tools": 5})
+        good = await post(server, HELLO)
+
+    assert bad.status_code == 500
+    assert "Failed to parse tools" in bad.json()["error"]["message"]
+    assert good.json()["choices"][0]["message"]["content"] == "the reply"
+
+
+# -- the graph's thread API --------------------------------------------------------------------
+
+
+class S(TypedDict):
+    x: int
+
+
+def _graph() -> Any:
+    def add(state: S) -> dict[str, int]:
+        return {"x": state["x"] + 1}
+
+    builder = StateGraph(S).add_node("add", add).add_edge(START, "add")
+    return builder.compile(checkpointer=MemoryCheckpointer())
+
+
+@pytest.mark.parametrize("ns", [5, b"sub:1", ["sub"]])
+async def test_update_state_given_a_namespace_that_is_no_text_is_an_argument_error(
+    ns: object,
+) -> None:
+    """Found: ``update_state(..., ns=5)`` was a bare ``ValueError`` (``history(ns=5)`` is an
+    ``ArgumentError``); nothing is written either way."""
+    graph = _graph()
+    await graph.run({"x": 1}, thread_id="t")
+    before = await graph.history("t")
+
+    with pytest.raises(ArgumentError, match=r"update_state\(ns=\.\.\.\) takes a namespace"):
+        await graph.update_state("t", {"x": 5}, ns=ns)
+
+    assert await graph.history("t") == before
+    assert (await graph.get_state("t")).values == {"x": 2}
