@@ -257,9 +257,9 @@ class OpenAICompatServer:
         if self.mode != "default" and (violation := _CHECKS[self.mode](body)):
             self.refusals.append(violation)
             return self._refuse(violation)
-        if problem := _shape_problem(body):  # what every mode refuses, the strict ones their way
-            self.refusals.append(problem)
-            return _bad_request(problem)
+        if shape := _shape_problem(body):  # what every mode refuses, the strict ones their way
+            self.refusals.append(shape)
+            return _bad_request(shape)
         number = len(self.requests)
         reply = self._next_reply(body)
         stall: tuple[int, float] | None = None

@@ -8,6 +8,8 @@ Each test is a probe that found something (named in its docstring) or holds a de
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 from collections.abc import Iterator
 from typing import Any, TypedDict
@@ -15,9 +17,11 @@ from typing import Any, TypedDict
 import httpx
 import pytest
 
-from tinyagents.errors import ArgumentError
+from tinyagents import LiteLLMModel, SupervisorSpec
+from tinyagents.errors import ArgumentError, ConfigurationError
 from tinyagents.graph import START, StateGraph
 from tinyagents.store.checkpoint import MemoryCheckpointer
+from tinyagents.supervisor import SupervisorSpecError
 from tinyagents.testkit import OpenAICompatServer
 
 HELLO = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -185,3 +189,45 @@ async def test_update_state_given_a_namespace_that_is_no_text_is_an_argument_err
 
     assert await graph.history("t") == before
     assert (await graph.get_state("t")).values == {"x": 2}
+
+
+# -- an api_base holding what no URL holds ----------------------------------------------------
+
+ODD_URLS = [
+    ("http://127.0.0.1:8080/v1\x00", "U+0000"),
+    ("http://127.0.0.1:8080/v\n1", "U+000A"),
+    ("http://\u202e127.0.0.1:8080/v1", "U+202E"),
+    ("http://127.0.0.1:8080/v1 beta", "U+0020"),
+    ("http://exa mple.com/v1", "U+0020"),
+]
+
+
+@pytest.mark.parametrize(("url", "says"), ODD_URLS)
+def test_an_api_base_holding_a_control_bidi_or_space_character_is_refused_when_made(
+    url: str, says: str
+) -> None:
+    """Found: ``LiteLLMModel(api_base=...)`` took a URL holding a NUL, a line break, a bidi
+    override or a space; each call then failed as the server's "HTTP 500" (retried, though no
+    server was asked) or a host no resolver knows."""
+    with pytest.raises(ConfigurationError, match=re.escape(says)):
+        LiteLLMModel("openai/m", api_base=url, api_key="sk-test")
+
+
+@pytest.mark.parametrize(("url", "says"), ODD_URLS[:3])
+def test_a_supervisor_spec_api_base_holding_a_control_or_bidi_character_is_refused(
+    url: str, says: str
+) -> None:
+    """The judge's ``api_base`` in a spec was taken so too (the judge's every call then failed,
+    and the default ``on_judge_error: ignore`` passed each run unjudged)."""
+    yaml_text = f"model: openai/m\napi_base: {json.dumps(url)}\n"
+    with pytest.raises(SupervisorSpecError, match=re.escape(says)) as raised:
+        SupervisorSpec.from_yaml(yaml_text)
+    assert raised.value.line == 2
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:8080/v1", "https://api.example.com/v1/", "http://[::1]:8080"]
+)
+def test_a_plain_api_base_is_still_taken(url: str) -> None:
+    assert LiteLLMModel("openai/m", api_base=url, api_key="sk-test").api_base == url
+    assert SupervisorSpec(model="openai/m", api_base=url).api_base == url

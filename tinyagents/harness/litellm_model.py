@@ -97,7 +97,7 @@ from tinyagents.harness.model import (
 from tinyagents.harness.output import without_property_titles
 from tinyagents.harness.thinking import ThinkTagSplitter, joined, split_thinking
 from tinyagents.harness.tools import PARALLEL_PSEUDO_TOOL, is_tool_name
-from tinyagents.protocol.ids import shown_id
+from tinyagents.protocol.ids import SPOOFING, shown_id
 
 T = TypeVar("T")
 
@@ -1001,13 +1001,21 @@ def api_base_problem(value: str) -> str | None:
     with a host: anything else was posted to as a path ('/notaurl/chat/completions'), and
     litellm reported each call's failure as the server's "HTTP 500" when no server was ever
     asked. Its port, if it names one, is a number from 1 to 65535: another (``:99999``,
-    ``:abc``) was taken, and every call failed only when made."""
+    ``:abc``) was taken, and every call failed only when made. It holds no control character,
+    space or character that shows as nothing (a NUL, a line break, a bidi override): each was
+    taken, and every call failed as the server's "HTTP 500" or at a host no resolver knows."""
     try:
         parts = urlsplit(value.strip())
     except ValueError:  # "http://[::1": an unclosed IPv6 address
         return _NO_HTTP_URL
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return _NO_HTTP_URL
+    if (found := re.compile(_NOT_IN_A_URL).search(value)) is not None:
+        return (
+            f"holds U+{ord(found.group()):04X} (a control character, a space, or a character "
+            "that shows as nothing or reorders the text): no URL holds one; percent-encode it "
+            "(a space is %20) or remove it"
+        )
     host = parts.hostname
     if ":" not in host:  # a name or an IPv4 address (an IPv6 one is in brackets, with colons)
         longest = max(len(label) for label in host.rstrip(".").split("."))
@@ -1031,6 +1039,9 @@ def api_base_problem(value: str) -> str | None:
 
 
 _NO_HTTP_URL = "must be an http(s) URL, such as http://127.0.0.1:8080/v1"
+#: (Text, compiled with its first use by ``re``'s cache.) What no URL holds: a control
+#: character, any white space, and the characters an id may not hold (``SPOOFING``).
+_NOT_IN_A_URL = rf"[\x00-\x20\x7f-\x9f\s{SPOOFING}]"
 
 #: (Text, compiled with its first use by ``re``'s cache, not by ``import tinyagents``.)
 #: An environment variable's name as the shells and ``os.environ`` portably take it.
