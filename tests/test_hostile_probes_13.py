@@ -231,3 +231,40 @@ def test_a_supervisor_spec_api_base_holding_a_control_or_bidi_character_is_refus
 def test_a_plain_api_base_is_still_taken(url: str) -> None:
     assert LiteLLMModel("openai/m", api_base=url, api_key="sk-test").api_base == url
     assert SupervisorSpec(model="openai/m", api_base=url).api_base == url
+
+
+# -- a graph's drawing -------------------------------------------------------------------------
+
+
+def test_nodes_whose_names_differ_only_in_punctuation_are_drawn_as_distinct_nodes() -> None:
+    """Found: ``to_mermaid()`` made a node's Mermaid id by turning every character that is no
+    letter or digit into ``_``: nodes ``a b``, ``a;b`` and ``a_b`` all became ``n_a_b``, one
+    box with two self-loops, their edges lost from the drawing."""
+    builder = StateGraph(S)
+    for name in ("a b", "a;b", "a_b", "a_b_2"):
+        builder.add_node(name, lambda state: {})
+    graph = (
+        builder.add_edge(START, "a b")
+        .add_edge("a b", "a;b")
+        .add_edge("a;b", "a_b")
+        .add_edge("a_b", "a_b_2")
+        .compile()
+    )
+
+    lines = graph.to_mermaid().splitlines()
+    boxes = {line.split("[")[0].strip(): line.split('["')[1][:-2] for line in lines if '["' in line}
+    assert sorted(boxes.values()) == ["a b", "a;b", "a_b", "a_b_2"]  # four ids, one per node
+    ids = {name: id_ for id_, name in boxes.items()}
+    arrows = [line.strip() for line in lines if "-->" in line]
+    assert arrows == [
+        f"__start__ --> {ids['a b']}",
+        f"{ids['a b']} --> {ids['a;b']}",
+        f"{ids['a;b']} --> {ids['a_b']}",
+        f"{ids['a_b']} --> {ids['a_b_2']}",
+        f"{ids['a_b_2']} --> __end__",
+    ]
+
+
+def test_a_node_of_a_plain_name_keeps_its_mermaid_id() -> None:
+    graph = StateGraph(S).add_node("draft", lambda state: {}).add_edge(START, "draft").compile()
+    assert "__start__ --> n_draft" in graph.to_mermaid()

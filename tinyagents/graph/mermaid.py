@@ -46,10 +46,11 @@ class DrawnGraph(FrozenRecord):
     def draw_mermaid(self) -> str:
         """The Mermaid flowchart text of the graph (``to_mermaid()``'s)."""
         lines = ["flowchart TD"]
+        ids = _ids([*self.nodes, *(end for e in self.edges for end in (e.source, e.target))])
         for node in self.nodes.values():
-            lines.append(f"    {_id(node.id)}{_shape(node)}")
+            lines.append(f"    {ids[node.id]}{_shape(node)}")
         for edge in self.edges:
-            source, target, label = _id(edge.source), _id(edge.target), edge.data
+            source, target, label = ids[edge.source], ids[edge.target], edge.data
             if edge.conditional:
                 arrow = "-.->" if label is None else f"-. {label} .->"
             else:
@@ -58,12 +59,26 @@ class DrawnGraph(FrozenRecord):
         return "\n".join(lines) + "\n"
 
 
-def _id(name: str) -> str:
-    if name == START:
-        return "__start__"
-    if name == END:
-        return "__end__"
-    return "n_" + re.sub(r"\W", "_", name)
+def _ids(names: list[str]) -> dict[str, str]:
+    """Each node's Mermaid id: ``n_`` and its name, each character that is no letter, digit
+    or ``_`` as ``_``; a name that comes out as an id already given (``a b`` after ``a;b``)
+    gets a number after it (one id for both drew the two as one box)."""
+    ids: dict[str, str] = {}
+    taken: set[str] = set()
+    for name in names:
+        if name in ids:
+            continue
+        if name in (START, END):
+            found = "__start__" if name == START else "__end__"
+        else:
+            found = base = "n_" + re.sub(r"\W", "_", name)
+            number = 1
+            while found in taken:
+                number += 1
+                found = f"{base}_{number}"
+        ids[name] = found
+        taken.add(found)
+    return ids
 
 
 def _label(name: str) -> str:
