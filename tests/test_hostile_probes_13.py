@@ -20,8 +20,10 @@ import pytest
 from tinyagents import LiteLLMModel, SupervisorSpec
 from tinyagents.errors import ArgumentError, ConfigurationError
 from tinyagents.graph import START, StateGraph
+from tinyagents.harness.model import Model, ModelRequest, ModelResponse, ToolCall
 from tinyagents.store.checkpoint import MemoryCheckpointer
 from tinyagents.supervisor import SupervisorSpecError
+from tinyagents.supervisor.judge import Judge, JudgeError, JudgeInput, parse_verdict
 from tinyagents.testkit import OpenAICompatServer
 
 HELLO = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -268,3 +270,55 @@ def test_nodes_whose_names_differ_only_in_punctuation_are_drawn_as_distinct_node
 def test_a_node_of_a_plain_name_keeps_its_mermaid_id() -> None:
     graph = StateGraph(S).add_node("draft", lambda state: {}).add_edge(START, "draft").compile()
     assert "__start__ --> n_draft" in graph.to_mermaid()
+
+
+# -- the LLM judge's answer ----------------------------------------------------------------------
+
+
+def _judge_input() -> JudgeInput:
+    return JudgeInput(
+        iteration=1, tokens_used=10, token_budget=None, tool_calls={}, undeclared_tool_calls=0
+    )
+
+
+def _nested(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+class _Answers(Model):
+    """A judge model of the user's own (``SupervisorSpec(model=<a Model>)``) answering as told."""
+
+    name = "own-judge"
+
+    def __init__(self, answer: ModelResponse) -> None:
+        self.answer = answer
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        return self.answer
+
+
+async def test_a_verdict_whose_reason_is_nested_past_what_json_writes_is_a_judge_error() -> None:
+    """Found: a judge answering in a tool call whose ``reason`` is a list nested ~1,000 deep
+    (arguments a provider's JSON held, or a model of the user's own) raised a bare
+    ``RecursionError`` out of the verdict's parsing (writing the reason as text), not the
+    ``JudgeError`` that ``on_judge_error`` handles."""
+    answer = ModelResponse(
+        tool_calls=[
+            ToolCall(id="c1", name="verdict", args={"passed": False, "reason": _nested(995)})
+        ]
+    )
+
+    assert parse_verdict(answer) is None
+    with pytest.raises(JudgeError, match="did not answer a verdict"):
+        await Judge(_Answers(answer), criteria="", timeout_s=60).verdict(_judge_input())
+
+
+def test_a_verdict_whose_reason_is_a_list_still_reads_with_it_as_text() -> None:
+    answer = ModelResponse(
+        tool_calls=[ToolCall(id="c1", name="verdict", args={"passed": False, "reason": ["slow"]})]
+    )
+    verdict = parse_verdict(answer)
+    assert verdict is not None and (verdict.passed, verdict.reason) == (False, '["slow"]')

@@ -151,7 +151,7 @@ def _verdict(found: dict[str, Any]) -> Verdict | None:
         return None
     try:
         return Verdict.model_validate(found)
-    except ValidationError:
+    except (ValidationError, RecursionError):  # (a reason nested past what JSON writes)
         return None
 
 
