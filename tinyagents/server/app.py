@@ -93,6 +93,7 @@ from tinyagents.protocol.ids import (
     shown_name,
 )
 from tinyagents.runs.info import RunStatus
+from tinyagents.server.answers import CommandHistoryEntry, RunSnapshot, RunTreeNode, TraceFrame
 from tinyagents.server.auth import (
     INSECURE_DEV,
     Auth,
@@ -1602,13 +1603,14 @@ def create_app(
         504: error("the run's owner did not answer in time (may still apply it)"),
     }
 
-    def paged(page: str, link: str, invalid: str) -> dict[int | str, dict[str, Any]]:
-        """The responses of a read answered a page at a time, the next page's URL in a
-        ``Link: <...>; rel="next"`` header (``link_next``)."""
+    def paged(page: str, link: str, invalid: str, model: object) -> dict[int | str, dict[str, Any]]:
+        """The responses of a read answered a page at a time (``model``, a list), the next
+        page's URL in a ``Link: <...>; rel="next"`` header (``link_next``)."""
         return {
             **run_responses,
             200: {
                 "description": page,
+                "model": model,
                 "headers": {
                     "Link": {
                         "description": f'{link}: <URL>; rel="next"',
@@ -1640,6 +1642,7 @@ def create_app(
             "`X-Damaged-Runs` header counts them",
             "the next page",
             "a limit out of range, or a cursor this server never gave",
+            list[RunSnapshot],
         ),
         summary="List runs, a page at a time",
     )
@@ -1675,7 +1678,11 @@ def create_app(
             response.headers["X-Damaged-Runs"] = str(damaged)
         return runs
 
-    @router.get("/runs/{run_id}", responses=run_responses, summary="One run's snapshot")
+    @router.get(
+        "/runs/{run_id}",
+        responses={**run_responses, 200: {"description": "the run", "model": RunSnapshot}},
+        summary="One run's snapshot",
+    )
     async def get_run(run_id: str, p: Principal = Caller) -> dict[str, Any]:
         return await api.visible_run(p, run_id)
 
@@ -1686,7 +1693,8 @@ def create_app(
             200: {
                 "description": "the run, its subtree nested under `children`; `truncated` "
                 "(on the run asked for) is true when the tree holds more than ?limit= runs "
-                "and some were left out (the oldest: `/runs?root_run_id=` lists them all)"
+                "and some were left out (the oldest: `/runs?root_run_id=` lists them all)",
+                "model": RunTreeNode,
             },
         },
         summary="A run and its subtree",
@@ -1716,6 +1724,7 @@ def create_app(
             'is in the `Link: <...>; rel="next"` header (none when there are no older frames)',
             "the older page",
             "a limit out of range, or a before that is no event id",
+            list[TraceFrame],
         ),
         summary="Progress frames, the latest first page",
     )
@@ -1755,6 +1764,7 @@ def create_app(
             "when there are no older commands)",
             "the older page",
             "a limit out of range, or a before that is no event id",
+            list[CommandHistoryEntry],
         ),
         summary="Command history, the latest first page",
     )
@@ -2180,7 +2190,8 @@ def _utf8_json_route(token_first: Callable[[Any], Awaitable[None]]) -> Any:
             # A route that answers plain JSON (dicts and lists of Any: an event's fields, a
             # run's) has no response model: pydantic's would only copy the answer, writing a
             # key's lone surrogate as U+FFFD or failing (a 500) at one in a list's dict; the
-            # app's ``Json`` writes it as its escape. The schema stays in the OpenAPI document.
+            # app's ``Json`` writes it as its escape. The schema stays in the OpenAPI document:
+            # the 200's ``model`` (``answers``: what the dicts hold), else the annotation's.
             if isinstance(
                 kwargs.get("response_model", DefaultPlaceholder(None)), DefaultPlaceholder
             ):
@@ -2189,8 +2200,9 @@ def _utf8_json_route(token_first: Callable[[Any], Awaitable[None]]) -> Any:
                     kwargs["response_model"] = None
                     responses = dict(kwargs.get("responses") or {})
                     ok = dict(responses.get(200, {}))
-                    schema = TypeAdapter(returns).json_schema()
-                    ok.setdefault("content", {"application/json": {"schema": schema}})
+                    if "model" not in ok:
+                        schema = TypeAdapter(returns).json_schema()
+                        ok.setdefault("content", {"application/json": {"schema": schema}})
                     kwargs["responses"] = {**responses, 200: ok}
             super().__init__(path, endpoint, **kwargs)
 

@@ -1,0 +1,91 @@
+"""Real clients, round five: a client made from the published OpenAPI document (a generated
+client, a validating proxy) takes the API at the document's word (test_real_clients to _4
+have curl, the HTTP libraries, the browser and the CLI)."""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+import httpx
+from jsonschema import Draft202012Validator
+from openapi_spec_validator import validate
+from operator_server import BASE, Served, eventually
+
+from tinyagents.graph import END, START, StateGraph, interrupt
+from tinyagents.store.checkpoint import MemoryCheckpointer
+
+
+class Refund(TypedDict, total=False):
+    amount: str
+    answer: Any
+
+
+def ask(state: Refund) -> Refund:
+    return {"answer": interrupt(f"refund {state['amount']}?")}
+
+
+def _answer_schema(doc: dict[str, Any], path: str) -> dict[str, Any]:
+    """The JSON Schema the document gives ``GET path``'s 200 answer, its ``$ref``s readable
+    (the components beside it, as in the document)."""
+    (content,) = doc["paths"][path]["get"]["responses"]["200"]["content"].values()
+    return {**content["schema"], "components": doc["components"]}
+
+
+def _properties(doc: dict[str, Any], schema: dict[str, Any]) -> set[str]:
+    """The properties an object schema (or the items of an array schema, the non-null one
+    of an ``anyOf``) declares."""
+    schema = next((s for s in schema.get("anyOf", ()) if s.get("type") != "null"), schema)
+    schema = schema.get("items", schema)
+    ref = schema.get("$ref")
+    if ref is not None:
+        schema = doc["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    return set(schema.get("properties", {}))
+
+
+async def test_a_client_of_the_openapi_document_reads_the_runs_answers_it_declares(
+    served: Served,
+) -> None:
+    """The document declared every read of runs (``/runs``, ``/runs/{id}``, its tree, its
+    command history and its trace) as an object of any properties: a client generated from
+    it had no field of a snapshot (``status``, ``usage``, ``pending_commands``,
+    ``interrupts``...) to read, and a validating proxy nothing to check. Each now declares
+    the fields docs/operator.md lists, and what the server answers meets what it declares."""
+    parent = await served.start_run("acme", think_s=0.05)
+    await served.start_run("acme", parent=parent, name="child", think_s=0.05)
+    graph = StateGraph(Refund).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
+    compiled = graph.compile(checkpointer=MemoryCheckpointer())
+    asked = await served.runtime.start_graph(
+        compiled, {"amount": "12 EUR"}, thread_id="refund-openapi", tenant_id="acme"
+    )
+    alice = served.as_("alice")
+    async with httpx.AsyncClient(base_url=served.url, timeout=60) as client:
+        doc = (await client.get(f"{BASE}/openapi.json")).json()
+        validate(doc)  # a valid OpenAPI document, as a generator reads it
+
+        receipt = await client.post(f"{BASE}/runs/{parent.run_id}/pause", headers=alice)
+        assert receipt.json()["status"] == "accepted", receipt.text
+
+        async def waiting() -> Any:
+            r = await client.get(f"{BASE}/runs/{asked.run_id}", headers=alice)
+            return r.status_code == 200 and r.json()["interrupts"]
+
+        await eventually(waiting)
+        declared = {
+            "/runs": {"status", "usage", "pending_commands", "interrupts", "owner"},
+            "/runs/{run_id}": {"status", "usage", "pending_commands", "interrupts", "owner"},
+            "/runs/{run_id}/tree": {"children", "truncated", "status"},
+            "/runs/{run_id}/steering": {"kind", "actor", "state", "terminal", "reason"},
+            "/runs/{run_id}/trace": {"id", "type", "run_id"},
+        }
+        for path, fields in declared.items():
+            schema = _answer_schema(doc, f"{BASE}{path}")
+            assert fields <= _properties(doc, schema), (path, schema)
+            checker = Draft202012Validator(schema)
+            for run_id in (parent.run_id, asked.run_id):
+                r = await client.get(f"{BASE}{path.replace('{run_id}', run_id)}", headers=alice)
+                assert r.status_code == 200, (path, r.text)
+                problems = [e.message for e in checker.iter_errors(r.json())]
+                assert not problems, (path, problems)
+        snapshot = doc["components"]["schemas"]["RunSnapshot"]["properties"]
+        assert _properties(doc, snapshot["pending_commands"]) >= {"correlation_id", "state"}
+        assert _properties(doc, snapshot["interrupts"]) >= {"id", "task_id", "response_schema"}
