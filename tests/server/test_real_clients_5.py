@@ -4,6 +4,9 @@ have curl, the HTTP libraries, the browser and the CLI)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import urllib.request
 from typing import Any, TypedDict
 
 import httpx
@@ -89,3 +92,28 @@ async def test_a_client_of_the_openapi_document_reads_the_runs_answers_it_declar
         snapshot = doc["components"]["schemas"]["RunSnapshot"]["properties"]
         assert _properties(doc, snapshot["pending_commands"]) >= {"correlation_id", "state"}
         assert _properties(doc, snapshot["interrupts"]) >= {"id", "task_id", "response_schema"}
+
+
+def _read_json(url: str) -> Any:
+    """``url``'s JSON as urllib reads it (in a thread: the server answers in the test's loop)."""
+    with urllib.request.urlopen(url, timeout=60) as answer:
+        return json.loads(answer.read())
+
+
+async def test_the_probes_answers_meet_the_shapes_the_document_gives_them(served: Served) -> None:
+    """``/healthz`` and ``/readyz`` were declared as any JSON (``{}``), and ``/readyz``'s 503
+    as no body at all, though docs/operator.md promises ``{"status": ..., "checks": {...}}``
+    naming what does not answer: a balancer's check written from the document read nothing
+    of it. Both answers are declared, and what urllib reads of them meets them."""
+    async with httpx.AsyncClient(base_url=served.url, timeout=60) as client:
+        doc = (await client.get(f"{BASE}/openapi.json")).json()
+    for path, fields in (("/healthz", {"status"}), ("/readyz", {"status", "checks"})):
+        schema = _answer_schema(doc, path)
+        assert fields <= _properties(doc, schema), (path, schema)
+        body = await asyncio.to_thread(_read_json, f"{served.url}{path}")
+        assert not [e.message for e in Draft202012Validator(schema).iter_errors(body)], body
+    (unready,) = doc["paths"]["/readyz"]["get"]["responses"]["503"]["content"].values()
+    unready_schema = {**unready["schema"], "components": doc["components"]}
+    assert {"status", "checks"} <= _properties(doc, unready_schema)
+    down = {"status": "unavailable", "checks": {"runtime": "ok", "store": "unavailable"}}
+    assert not list(Draft202012Validator(unready_schema).iter_errors(down))

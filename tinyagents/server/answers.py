@@ -9,7 +9,7 @@ is damaged has no more; see ``tinyagents.store.base.damaged_run``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -130,3 +130,18 @@ class TraceFrame(_Open):
     at: str | None = None
     run_id: str | None = None
     root_run_id: str | None = None
+
+
+class Liveness(BaseModel):
+    """``/healthz``: the process answers HTTP."""
+
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    """``/readyz``: whether each thing this server uses answers (why not is logged)."""
+
+    status: Literal["ready", "unavailable"]
+    checks: dict[str, Literal["ok", "unavailable"]] = Field(
+        description="runtime, store and redis (those this server uses): ok or unavailable"
+    )

@@ -93,7 +93,14 @@ from tinyagents.protocol.ids import (
     shown_name,
 )
 from tinyagents.runs.info import RunStatus
-from tinyagents.server.answers import CommandHistoryEntry, RunSnapshot, RunTreeNode, TraceFrame
+from tinyagents.server.answers import (
+    CommandHistoryEntry,
+    Liveness,
+    Readiness,
+    RunSnapshot,
+    RunTreeNode,
+    TraceFrame,
+)
 from tinyagents.server.auth import (
     INSECURE_DEV,
     Auth,
@@ -2064,7 +2071,12 @@ def create_app(
     # Probes for a load balancer or an orchestrator: no token, nothing about runs or tenants.
     no_store = {"Cache-Control": "no-store"}
 
-    @app.get("/healthz", tags=["probes"], summary="Liveness")
+    @app.get(
+        "/healthz",
+        tags=["probes"],
+        summary="Liveness",
+        responses={200: {"description": "the process answers", "model": Liveness}},
+    )
     async def healthz() -> JSONResponse:
         """200 while the process answers HTTP."""
         return JSONResponse({"status": "ok"}, headers=no_store)
@@ -2073,7 +2085,13 @@ def create_app(
         "/readyz",
         tags=["probes"],
         summary="Readiness",
-        responses={503: {"description": "the runtime, the store or Redis does not answer"}},
+        responses={
+            200: {"description": "each answers", "model": Readiness},
+            503: {
+                "description": "the runtime, the store or Redis does not answer",
+                "model": Readiness,
+            },
+        },
     )
     async def readyz() -> JSONResponse:
         """200 when the runtime, the store and Redis (those this server uses) answer; else 503,
