@@ -586,8 +586,14 @@
     status.className = `badge status-${run.status}`;
     status.title = silentNote(run);
     $("run-id").textContent = run.run_id;
-    const where = run.parent_run_id ? `, started by ${nameOf(run.parent_run_id)}` : ", a top-level run";
-    $("run-kind").textContent = `${iso(run.kind || "agent")} run, tenant ${iso(run.tenant_id || "?")}${where}`;
+    // a graph task's own entry (gt-...) hangs under its graph run: it is a task of it, not a
+    // run that run started
+    const task = run.kind === "graph" && run.task_id && run.parent_run_id;
+    const where = task
+      ? `, of graph run ${nameOf(run.parent_run_id)}`
+      : run.parent_run_id ? `, started by ${nameOf(run.parent_run_id)}` : ", a top-level run";
+    const what = task ? "graph task" : `${iso(run.kind || "agent")} run`;
+    $("run-kind").textContent = `${what}, tenant ${iso(run.tenant_id || "?")}${where}`;
     $("run-counters").textContent = counters(run);
     $("run-tools").textContent = Array.isArray(run.tools) ? run.tools.map(iso).join(", ") || "none" : "whatever its agent defines";
     const finished = FINISHED.has(run.status);
