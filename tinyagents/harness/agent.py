@@ -53,6 +53,9 @@ if TYPE_CHECKING:
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
+#: pydantic-ai's ``EndStrategy``: ``Agent(end_strategy=...)``.
+EndStrategy = Literal["early", "graceful", "exhaustive"]
+
 
 class _Unset:
     """No value given (``None`` is one: ``override(instructions=None)``, ``deps=None``)."""
@@ -114,6 +117,11 @@ class Agent:
     ``agent.override(...)`` changes the runs started within a ``with`` block.
     ``prepare_tools`` (pydantic-ai's ``PrepareTools``): ``(ctx, specs)`` returning the tool
     specs a model request offers, a subset of ``specs`` (each may be described otherwise).
+    ``end_strategy`` (pydantic-ai's): what the other tool calls of a response holding an
+    output tool call do: ``"graceful"`` (the default) runs the calls in order, the first
+    valid output call winning; ``"early"`` reads the output calls first and, once one is
+    valid, runs none of the tool calls; ``"exhaustive"`` runs every call, output calls
+    after the winner too (docs/harness.md, "End strategies").
     """
 
     def __init__(
@@ -136,11 +144,17 @@ class Agent:
         toolsets: Sequence[Toolset] = (),
         model_settings: Mapping[str, Any] | None = None,
         prepare_tools: Callable[..., Any] | None = None,
+        end_strategy: EndStrategy = "graceful",
     ) -> None:
         check_agent_name(name)
         if unknown_tools not in ("error_result", "fail"):
             raise ConfigurationError(
                 f"unknown_tools must be 'error_result' or 'fail', got {unknown_tools!r}"
+            )
+        if end_strategy not in ("early", "graceful", "exhaustive"):
+            raise ConfigurationError(
+                f"agent {name!r}: end_strategy must be 'early', 'graceful' or 'exhaustive' "
+                f"(pydantic-ai's EndStrategy), got {end_strategy!r}"
             )
         # Duck-typed, as compile(supervisor=...) does: the supervision layer sits above the
         # harness. A YAML path or a dict here left the agent unsupervised without a word.
@@ -199,6 +213,10 @@ class Agent:
         #: What a call to a tool the run does not have does: an error result the model can
         #: correct itself from (default), or ending the run ``failed`` with a ``ToolError``.
         self.unknown_tools = unknown_tools
+        #: What the other calls of a response with an output tool call do (pydantic-ai's
+        #: ``end_strategy``): ``"graceful"`` runs them in order, ``"early"`` skips the tool
+        #: calls once an output call is valid, ``"exhaustive"`` runs every call.
+        self.end_strategy: EndStrategy = end_strategy
         #: A ``SupervisorSpec`` watching this agent's runs (hosted by a ``Runtime``); it
         #: replaces the runtime's spec for them.
         self.supervisor = supervisor

@@ -26,7 +26,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from typing import TYPE_CHECKING, Any, Protocol, get_args
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
 from pydantic import BaseModel, ValidationError
 
@@ -169,6 +169,12 @@ NOT_FINAL: Any = object()
 #: The results of output tool calls, in pydantic-ai's words (its ``_tool_status``).
 FINAL_RESULT_PROCESSED = "Final result processed."
 OUTPUT_NOT_USED = "Output tool not used - a final result was already processed."
+OUTPUT_NOT_FINAL_RESULT = (
+    "Output tool processed, but its value will not be the final result of the agent run."
+)
+OUTPUT_EXECUTION_FAILED = "Output tool not used - output function execution failed."
+OUTPUT_VALIDATION_FAILED = "Output tool not used - output failed validation."
+TOOL_NOT_EXECUTED = "Tool not executed - a final result was already processed."
 #: Why a message that reached a final answer fails when the budget has no turn left for it: a
 #: turn its budget refuses before any request turned the answer into ``limit_exceeded``.
 NO_TURN_LEFT = (
@@ -205,6 +211,8 @@ class AgentRecipe(AgentView, Protocol):
     def output_prompt(self) -> str | None: ...
     @property
     def model_settings(self) -> Mapping[str, Any]: ...
+    @property
+    def end_strategy(self) -> Literal["early", "graceful", "exhaustive"]: ...
     def for_run(
         self,
         *,
@@ -347,6 +355,9 @@ class AgentRun(RunDriver):
         #: each request after its tools; and what the batch's first valid call of one gave.
         self._output_specs = [output.spec() for output in agent.output_tools.values()]
         self._final: Any = NOT_FINAL
+        #: Under ``end_strategy="exhaustive"``: the answers of the batch's output calls, read
+        #: before its tool calls run, by call id; each taken when its turn comes.
+        self._read_outputs: dict[str, tuple[ToolResult, str | None]] = {}
         self._model_hooks = [m.model for m in agent.middleware if overrides(m, "model")]
         self._tool_hooks = [m.tool for m in agent.middleware if overrides(m, "tool")]
 
@@ -500,21 +511,34 @@ class AgentRun(RunDriver):
 
     async def _run_calls(self, calls: Sequence[ToolCall], start: int = 0) -> Any:
         """Run the tool calls of a response, from ``calls[start]``, each between its
-        boundaries, in order. A call of an output tool (``Agent(output_type=A | str)``) is
-        read in its turn, as pydantic-ai's default ``'graceful'`` end strategy reads it: the
-        first valid one is the batch's output, returned (else ``NOT_FINAL``), and the tool
-        calls around it still run."""
+        boundaries, in order. The calls of output tools (``Agent(output_type=A | str)``,
+        ``ToolOutput``...) are read as the agent's ``end_strategy`` reads them (pydantic-ai's):
+        ``"graceful"`` reads each in its turn, the first valid one winning, and the tool
+        calls around it still run; ``"early"`` reads them all first and, once one is valid,
+        answers the tool calls "Tool not executed" without running them; ``"exhaustive"``
+        reads them all first (a later valid one is answered "processed, but ... not the final
+        result") and runs every tool call. The batch's output is returned (else
+        ``NOT_FINAL``)."""
         outputs = self.agent.output_tools
+        strategy = self.agent.end_strategy if outputs else "graceful"
         if start == 0:
             self._final = NOT_FINAL
+            if strategy == "early" and await self._early_outputs(calls, outputs):
+                return self._final
+            if strategy == "exhaustive":
+                self._read_outputs = await self._exhaustive_outputs(calls, outputs)
         for index in range(start, len(calls)):
             call = calls[index]
-            if outputs and call.name in outputs:
-                await self._output_call(call, outputs[call.name])
-                continue
-            left = len(calls) - index
-            if outputs:  # the tool budget holds the tool calls, not the output tools'
-                left = sum(1 for c in calls[index:] if c.name not in outputs)
+            if call.name in outputs:
+                if strategy == "graceful":
+                    self._emit_call(call)
+                    self._record_result(call, *await self._output_result(call, outputs[call.name]))
+                elif strategy == "exhaustive":  # read already: answered in its turn
+                    self._emit_call(call)
+                    self._record_result(call, *self._read_outputs.pop(call.id))
+                continue  # "early": answered before the tool calls ran
+            # the tool budget holds the tool calls, not the output tools'
+            left = sum(1 for c in calls[index:] if c.name not in outputs)
             await self.at(Boundary.BEFORE_TOOL_DISPATCH, tool_call_id=call.id)
             await self._run_tool(call, calls_left=left)
             await self.at(Boundary.AFTER_TOOL_RESULT, tool_call_id=call.id)
@@ -523,17 +547,44 @@ class AgentRun(RunDriver):
         await self.at(Boundary.BEFORE_LOOP_CONTINUATION)
         return NOT_FINAL
 
-    async def _output_call(self, call: ToolCall, output: OutputTool) -> None:
-        """Read a call of the output tool ``output``: its arguments, validated (and passed to
-        its output function, whose return it is) and passed through the output validators,
-        are the batch's output (``self._final``); once the batch has one, a further call is
-        answered unused, as pydantic-ai answers it. Arguments that do not validate, or that
-        the function or a validator sends back (``ModelRetry``), are answered with what is
-        wrong, and count against the tool's cap (``ToolOutput(max_retries=...)``, else
-        ``Agent.output_retries``), counting its own calls sent back, as pydantic-ai counts per
-        tool: past it, ``ModelResponseError``. Its output function's context has that count
-        and cap; the output validators', as on a text answer, the run's answers sent back
-        (every output tool's and text's) and ``output_retries``, as pydantic-ai's."""
+    async def _early_outputs(
+        self, calls: Sequence[ToolCall], outputs: Mapping[str, OutputTool]
+    ) -> bool:
+        """Read and answer the output calls of ``calls`` first (``end_strategy="early"``);
+        once one is valid, answer each tool call "Tool not executed" (it never runs, nor
+        reaches a boundary) and say so: the batch's output is ``self._final``."""
+        for call in calls:
+            if call.name in outputs:
+                self._emit_call(call)
+                self._record_result(call, *await self._output_result(call, outputs[call.name]))
+        if self._final is NOT_FINAL:
+            return False  # every output call failed: the tool calls run
+        for call in calls:
+            if call.name not in outputs:
+                self._emit_call(call)
+                skipped = ToolResult(call_id=call.id, name=call.name, content=TOOL_NOT_EXECUTED)
+                self._record_result(call, skipped)
+        return True
+
+    async def _exhaustive_outputs(
+        self, calls: Sequence[ToolCall], outputs: Mapping[str, OutputTool]
+    ) -> dict[str, tuple[ToolResult, str | None]]:
+        """Read every output call of ``calls`` (``end_strategy="exhaustive"``), in order: the
+        first valid one is the batch's output. A call past its retries does not fail the run
+        when another one is valid, before or after it (answered unused, in pydantic-ai's
+        words); when none is, the first such failure ends the run. Each call's answer, by id,
+        for ``_run_calls`` to send in the call's turn."""
+        read: dict[str, tuple[ToolResult, str | None]] = {}
+        failed: list[ModelResponseError] = []
+        for call in calls:
+            if call.name not in outputs:
+                continue
+            read[call.id] = await self._output_result(call, outputs[call.name], failed=failed)
+        if failed and self._final is NOT_FINAL:
+            raise failed[0]
+        return read
+
+    def _emit_call(self, call: ToolCall) -> None:
         self.emit(
             ToolEvent,
             type="tool.call",
@@ -541,11 +592,26 @@ class AgentRun(RunDriver):
             name=call.name,
             args_summary=summarize(call.args),
         )
-        if self._final is not NOT_FINAL:
-            self._record_result(
-                call, ToolResult(call_id=call.id, name=call.name, content=OUTPUT_NOT_USED)
-            )
-            return
+
+    async def _output_result(
+        self, call: ToolCall, output: OutputTool, failed: list[ModelResponseError] | None = None
+    ) -> tuple[ToolResult, str | None]:
+        """Read a call of the output tool ``output``: its arguments, validated (and passed to
+        its output function, whose return it is) and passed through the output validators,
+        are the batch's output (``self._final``); once the batch has one, a further call is
+        answered unused, as pydantic-ai answers it (``end_strategy="exhaustive"``: read all
+        the same, and answered "processed" when valid). Arguments that do not validate, or
+        that the function or a validator sends back (``ModelRetry``), are answered with what
+        is wrong, and count against the tool's cap (``ToolOutput(max_retries=...)``, else
+        ``Agent.output_retries``), counting its own calls sent back, as pydantic-ai counts per
+        tool: past it, ``ModelResponseError`` (given ``failed``, it is added there and the
+        call answered unused, in pydantic-ai's words). Its output function's context has that count
+        and cap; the output validators', as on a text answer, the run's answers sent back
+        (every output tool's and text's) and ``output_retries``, as pydantic-ai's. The call's
+        answer and its ``metadata["retry"]``."""
+        extra = self._final is not NOT_FINAL
+        if extra and self.agent.end_strategy != "exhaustive":
+            return ToolResult(call_id=call.id, name=call.name, content=OUTPUT_NOT_USED), None
         agent = self.agent
         own = output.max_retries is not None
         limit = output.max_retries if output.max_retries is not None else agent.output_retries
@@ -553,6 +619,7 @@ class AgentRun(RunDriver):
         sent_back = _asks_since_the_prompt(self.messages, since=self._given, tool=call.name)
         refused: str | None = None  # the function's or a validator's message
         errors: str | None = None  # the arguments' validation errors, in pydantic-ai's words
+        args_valid = False
         if call.parse_error is not None:
             problems = call.parse_error
         else:
@@ -572,20 +639,23 @@ class AgentRun(RunDriver):
                 if isinstance(exc.__cause__, ValidationError):
                     errors = retry_errors(exc.__cause__, tool=True)
             except ModelRetry as exc:
+                args_valid = True
                 refused = problems = message_of(exc)
             else:
+                args_valid = True
                 try:  # the validators see the run's count and cap, as on a text answer
-                    self._final = await self._validated(value, None, call=call)
+                    value = await self._validated(value, None, call=call)
                 except ModelRetry as exc:
                     refused = problems = message_of(exc)
                 else:
-                    # the run's text, as a structured answer's is the JSON it was read from
-                    self.last_text = json.dumps(call.args, default=str)
-                    result = ToolResult(
-                        call_id=call.id, name=call.name, content=FINAL_RESULT_PROCESSED
-                    )
-                    self._record_result(call, result)
-                    return
+                    if extra:  # "exhaustive": valid, after the winner
+                        content = OUTPUT_NOT_FINAL_RESULT
+                    else:
+                        self._final = value
+                        # the run's text, as a structured answer's is the JSON it was read from
+                        self.last_text = json.dumps(call.args, default=str)
+                        content = FINAL_RESULT_PROCESSED
+                    return ToolResult(call_id=call.id, name=call.name, content=content), None
         if sent_back >= limit:
             name = agent.model.name
             cap = f"max_retries={limit}" if own else f"output_retries={limit}"
@@ -598,12 +668,17 @@ class AgentRun(RunDriver):
                 else f"is not valid {output.what} output, again after it was told what was "
                 f"wrong: {problems}"
             )
-            raise ModelResponseError(f"model {name!r}: its {call.name} call {what}")
+            past = ModelResponseError(f"model {name!r}: its {call.name} call {what}")
+            if failed is None:
+                raise past
+            failed.append(past)
+            unused = OUTPUT_EXECUTION_FAILED if args_valid else OUTPUT_VALIDATION_FAILED
+            return ToolResult(call_id=call.id, name=call.name, content=unused), None
         # as pydantic-ai's RetryPromptPart with a tool name reaches the model: its message, or
         # its validation errors (each input kept), then "Fix the errors and try again."
         ask = f"{refused or errors or problems}\n\nFix the errors and try again."
         result = ToolResult(call_id=call.id, name=call.name, content=ask, error=True)
-        self._record_result(call, result, retry=INVALID_OUTPUT)
+        return result, INVALID_OUTPUT
 
     def _answer_closed_call(self, exc: GeneratorExit) -> tuple[Sequence[ToolCall], int]:
         """Answer the tool call whose frames a thrown ``GeneratorExit`` closed with the error

@@ -1,0 +1,548 @@
+"""pydantic-ai's ``Agent(end_strategy=...)`` (``'early'``, ``'graceful'``, ``'exhaustive'``),
+``capture_run_messages()``, run ``metadata=`` and ``override(name=...)``, ported (a
+seventeenth batch; see test_pydantic_ai_ports.py to _16).
+
+Each test names the pydantic-ai test it ports (pydantic/pydantic-ai, ``tests/test_agent.py``
+unless said otherwise); several run pydantic-ai itself beside ours (its ``FunctionModel``) on
+the same response, to show the same tools run and the same results are sent back. Where we
+behave differently on purpose, the test says why: every tool call still runs between its
+safe boundaries, so steering (``constrain_tools``, ``pause``, ``cancel``) lands on the calls
+an end strategy runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+from pydantic_ai import Agent as PAgent
+from pydantic_ai import ModelRetry as PModelRetry
+from pydantic_ai import ToolOutput as PToolOutput
+from pydantic_ai.messages import ModelMessage, RetryPromptPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import ModelRequest as PModelRequest
+from pydantic_ai.messages import ModelResponse as PModelResponse
+from pydantic_ai.models.function import AgentInfo
+from pydantic_ai.models.function import FunctionModel as PFunctionModel
+
+from tinyagents import Agent, ModelRetry, RunStatus, Runtime, ToolOutput
+from tinyagents.errors import ConfigurationError
+from tinyagents.harness import ModelRequest, ModelResponse
+from tinyagents.testkit import (
+    EventRecorder,
+    EventWaiter,
+    FunctionModel,
+    ScriptedModel,
+    tool_call,
+    tool_calls,
+)
+
+TOOL_NOT_EXECUTED = "Tool not executed - a final result was already processed."
+OUTPUT_NOT_USED = "Output tool not used - a final result was already processed."
+NOT_THE_FINAL = (
+    "Output tool processed, but its value will not be the final result of the agent run."
+)
+
+
+class OutputType(BaseModel):
+    value: str
+
+
+class OutputTypeWithCount(BaseModel):
+    value: str
+    count: int
+
+
+def answers(messages: list[Any]) -> list[tuple[str | None, str]]:
+    """(tool name, content) of each tool message, in order."""
+    return [(m.name, m.content) for m in messages if m.role == "tool"]
+
+
+def their_answers(messages: list[ModelMessage]) -> list[tuple[str | None, str]]:
+    """The same of pydantic-ai's transcript: a retry is marked by ``retry:``."""
+    out: list[tuple[str | None, str]] = []
+    for message in messages:
+        if not isinstance(message, PModelRequest):
+            continue
+        for part in message.parts:
+            if isinstance(part, ToolReturnPart) and part.outcome == "retried":
+                out.append((part.tool_name, "retry:"))
+            elif isinstance(part, ToolReturnPart):
+                out.append((part.tool_name, str(part.content)))
+            elif isinstance(part, RetryPromptPart):
+                out.append((part.tool_name, "retry:"))
+    return out
+
+
+def ours_marked(messages: list[Any]) -> list[tuple[str | None, str]]:
+    """``answers``, an error result marked ``retry:`` as ``their_answers`` marks one."""
+    return [
+        (n, "retry:" if c.endswith("Fix the errors and try again.") else c)
+        for n, c in answers(messages)
+    ]
+
+
+def side_by_side(
+    strategy: str, parts: list[tuple[str, dict[str, Any]]], *, output: str = "plain"
+) -> tuple[Any, list[str], Any, list[str]]:
+    """Run ``parts`` (one response's tool calls, then "done") through an agent of ours and
+    one of pydantic-ai's with the same two tools and end strategy; each run's result and
+    the tools that ran."""
+    ran_ours: list[str] = []
+    ran_theirs: list[str] = []
+
+    def make_tools(ran: list[str]) -> list[Any]:
+        def regular_tool(x: int) -> int:
+            """A regular tool."""
+            ran.append("regular_tool")
+            return x
+
+        def another_tool(y: int) -> int:
+            """Another tool."""
+            ran.append("another_tool")
+            return y
+
+        return [regular_tool, another_tool]
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> PModelResponse:
+        if len(messages) == 1:
+            return PModelResponse(parts=[ToolCallPart(n, a) for n, a in parts])
+        return PModelResponse(parts=[ToolCallPart("final_result", {"value": "later"})])
+
+    theirs = PAgent(
+        PFunctionModel(respond),
+        output_type=OutputType,
+        tools=make_tools(ran_theirs),
+        end_strategy=strategy,  # type: ignore[arg-type]
+    ).run_sync("go")
+    script = ScriptedModel(
+        [
+            tool_calls(*(tool_call(n, a) for n, a in parts)),
+            tool_call("final_result", value="later"),
+        ]
+    )
+    ours = Agent(
+        "a",
+        script,
+        output_type=ToolOutput(OutputType),
+        tools=make_tools(ran_ours),
+        end_strategy=strategy,  # type: ignore[arg-type]
+    ).run_sync("go")
+    return ours, ran_ours, theirs, ran_theirs
+
+
+# -- end_strategy ---------------------------------------------------------------------------
+
+EARLY_CASES = [
+    # test_early_strategy_stops_after_first_final_result
+    [("final_result", {"value": "final"}), ("regular_tool", {"x": 1}), ("another_tool", {"y": 2})],
+    # test_early_strategy_with_final_result_in_middle (an unknown tool is skipped too)
+    [
+        ("regular_tool", {"x": 1}),
+        ("final_result", {"value": "final"}),
+        ("another_tool", {"y": 2}),
+        ("unknown_tool", {"value": "???"}),
+    ],
+    # test_early_strategy_uses_first_final_result
+    [("final_result", {"value": "first"}), ("final_result", {"value": "second"})],
+    # test_multiple_final_result_are_validated_correctly
+    [("final_result", {"bad_value": "first"}), ("final_result", {"value": "second"})],
+    # test_early_runs_function_tools_when_all_outputs_fail (here: arguments that do not
+    # validate), and the tools of a response without an output call
+    [("regular_tool", {"x": 1}), ("final_result", {"nope": 1})],
+    [("regular_tool", {"x": 1}), ("another_tool", {"y": 2})],
+]
+
+
+@pytest.mark.parametrize("strategy", ["early", "graceful", "exhaustive"])
+@pytest.mark.parametrize("parts", EARLY_CASES)
+def test_each_end_strategy_runs_a_response_as_pydantic_ais_does(
+    strategy: str, parts: list[tuple[str, dict[str, Any]]]
+) -> None:
+    """ports TestMultipleToolCalls: the same response, side by side with pydantic-ai under
+    each end strategy: the same output, the same tools run, and each call answered alike
+    (in the order pydantic-ai answers them: under 'early' the output calls first)."""
+    ours, ran_ours, theirs, ran_theirs = side_by_side(strategy, parts)
+    assert ours.status is RunStatus.COMPLETED, ours.error
+    assert ours.output == theirs.output
+    assert sorted(ran_ours) == sorted(ran_theirs)
+    mine = ours_marked(ours.messages)
+    their = their_answers(theirs.all_messages())
+    for i, (name, content) in enumerate(their):  # an unknown tool's words are our own
+        if name == "unknown_tool" and content != TOOL_NOT_EXECUTED:
+            assert mine[i][0] == name and "unknown tool 'unknown_tool'" in mine[i][1]
+            mine[i] = (name, content)
+    assert mine == their
+
+
+def test_early_skips_the_tool_calls_beside_a_valid_output_call() -> None:
+    """test_early_strategy_stops_after_first_final_result, ours alone: the tools beside the
+    output call never run (no tool.call event, no tool budget spent) and are answered
+    "Tool not executed - ..."; the output call is answered first, as pydantic-ai's."""
+    ran: list[str] = []
+
+    def regular_tool(x: int) -> int:
+        """A regular tool that should not be called."""
+        ran.append("regular_tool")  # pragma: no cover
+        return x  # pragma: no cover
+
+    model = ScriptedModel(
+        [tool_calls(tool_call("regular_tool", x=1), tool_call("final_result", value="final"))]
+    )
+    agent = Agent(
+        "a", model, output_type=ToolOutput(OutputType), tools=[regular_tool], end_strategy="early"
+    )
+    result = agent.run_sync("go")
+    assert result.output == OutputType(value="final")
+    assert ran == []
+    assert result.usage["tool_calls"] == 0
+    assert answers(result.messages) == [
+        ("final_result", "Final result processed."),
+        ("regular_tool", TOOL_NOT_EXECUTED),
+    ]
+
+
+def test_early_does_not_call_additional_output_tools() -> None:
+    """test_early_strategy_does_not_call_additional_output_tools."""
+    called: list[str] = []
+
+    def process_first(output: OutputType) -> OutputType:
+        """Process first output."""
+        called.append("first")
+        return output
+
+    def process_second(output: OutputType) -> OutputType:
+        """Process second output."""
+        called.append("second")  # pragma: no cover
+        return output  # pragma: no cover
+
+    model = ScriptedModel(
+        [
+            tool_calls(
+                tool_call("first_output", value="first"),
+                tool_call("second_output", value="second"),
+            )
+        ]
+    )
+    agent = Agent(
+        "a",
+        model,
+        output_type=[
+            ToolOutput(process_first, name="first_output"),
+            ToolOutput(process_second, name="second_output"),
+        ],
+        end_strategy="early",
+    )
+    result = agent.run_sync("go")
+    assert result.output == OutputType(value="first")
+    assert called == ["first"]
+    assert answers(result.messages) == [
+        ("first_output", "Final result processed."),
+        ("second_output", OUTPUT_NOT_USED),
+    ]
+
+
+def test_early_function_tool_retry_does_not_suppress_output() -> None:
+    """test_early_function_tool_retry_does_not_suppress_output and
+    test_early_runs_function_tools_when_all_outputs_fail."""
+    called: list[str] = []
+
+    def flaky_tool(x: int) -> int:
+        called.append("flaky_tool")
+        raise ModelRetry("not yet")
+
+    def bad_output(output: OutputType) -> OutputType:
+        if output.value == "x":
+            raise ModelRetry("bad")
+        return output
+
+    model = ScriptedModel(
+        [
+            tool_calls(tool_call("flaky_tool", x=1), tool_call("bad_output", value="x")),
+            tool_calls(tool_call("flaky_tool", x=1), tool_call("bad_output", value="ok")),
+        ]
+    )
+    agent = Agent(
+        "a",
+        model,
+        output_type=ToolOutput(bad_output, name="bad_output"),
+        tools=[flaky_tool],
+        end_strategy="early",
+    )
+    result = agent.run_sync("go")
+    assert result.output == OutputType(value="ok"), result.error
+    assert called == ["flaky_tool"]  # the first round's output failed: the tool ran
+    first, second = answers(result.messages)[:2], answers(result.messages)[2:]
+    assert [n for n, _ in first] == ["bad_output", "flaky_tool"]
+    assert second == [("bad_output", "Final result processed."), ("flaky_tool", TOOL_NOT_EXECUTED)]
+
+
+def test_early_second_output_max_retries_exceeded() -> None:
+    """test_early_strategy_second_output_max_retries_exceeded: the first output wins, so the
+    second is never read."""
+    model = ScriptedModel(
+        [
+            tool_calls(
+                tool_call("first_output", value="valid"),
+                tool_call("second_output", value="invalid", count="x"),
+            )
+        ]
+    )
+    agent = Agent(
+        "a",
+        model,
+        output_type=[
+            ToolOutput(OutputType, name="first_output"),
+            ToolOutput(OutputTypeWithCount, name="second_output"),
+        ],
+        end_strategy="early",
+        retries={"output": 0},
+    )
+    result = agent.run_sync("go")
+    assert result.output == OutputType(value="valid"), result.error
+
+
+def test_exhaustive_runs_every_tool_and_the_first_valid_output_wins() -> None:
+    """test_exhaustive_strategy_executes_all_tools and
+    test_exhaustive_strategy_calls_all_output_tools: every output function runs; the first
+    valid output is the result, a later valid one answered "processed, but ... not the
+    final result"; answered in the order of the calls."""
+    called: list[str] = []
+
+    def process_first(output: OutputType) -> OutputType:
+        called.append("first")
+        return output
+
+    def process_second(output: OutputType) -> OutputType:
+        called.append("second")
+        return output
+
+    def regular_tool(x: int) -> int:
+        called.append("regular_tool")
+        return x
+
+    model = ScriptedModel(
+        [
+            tool_calls(
+                tool_call("regular_tool", x=42),
+                tool_call("first_output", value="first"),
+                tool_call("second_output", value="second"),
+            )
+        ]
+    )
+    agent = Agent(
+        "a",
+        model,
+        output_type=[
+            ToolOutput(process_first, name="first_output"),
+            ToolOutput(process_second, name="second_output"),
+        ],
+        tools=[regular_tool],
+        end_strategy="exhaustive",
+    )
+    result = agent.run_sync("go")
+    assert result.output == OutputType(value="first")
+    assert sorted(called) == ["first", "regular_tool", "second"]
+    assert answers(result.messages) == [
+        ("regular_tool", "42"),
+        ("first_output", "Final result processed."),
+        ("second_output", NOT_THE_FINAL),
+    ]
+
+
+@pytest.mark.parametrize("where", ["validation", "execution"])
+def test_exhaustive_skips_an_output_tool_past_its_retries_when_another_wins(where: str) -> None:
+    """test_exhaustive_skips_output_tool_exceeding_retries_on_validation / _on_execution
+    (and test_exhaustive_strategy_second_output_max_retries_exceeded), side by side: an
+    output call past its cap does not fail the run when another output call won, before or
+    after it; it is answered "Output tool not used - output ... failed"."""
+
+    def first(output: OutputType) -> OutputType:
+        return output
+
+    def second(value: str) -> str:
+        raise ModelRetry("always fails")
+
+    bad = {"invalid": "bad"} if where == "validation" else {"value": "hello"}
+    for order in (
+        [("second_output", bad), ("first_output", {"value": "valid"})],
+        [("first_output", {"value": "valid"}), ("second_output", bad)],
+    ):
+
+        def respond(messages: list[ModelMessage], info: AgentInfo, order: Any = order) -> Any:
+            return PModelResponse(parts=[ToolCallPart(n, a) for n, a in order])
+
+        def psecond(value: str) -> str:
+            raise PModelRetry("always fails")
+
+        theirs = PAgent(
+            PFunctionModel(respond),
+            output_type=[
+                PToolOutput(first, name="first_output"),
+                PToolOutput(psecond, name="second_output", max_retries=0),
+            ],
+            end_strategy="exhaustive",
+        ).run_sync("go")
+        model = ScriptedModel([tool_calls(*(tool_call(n, a) for n, a in order))])
+        ours = Agent(
+            "a",
+            model,
+            output_type=[
+                ToolOutput(first, name="first_output"),
+                ToolOutput(second, name="second_output", max_retries=0),
+            ],
+            end_strategy="exhaustive",
+        ).run_sync("go")
+        assert ours.output == theirs.output == OutputType(value="valid"), ours.error
+        assert answers(ours.messages) == their_answers(theirs.all_messages())
+
+
+def test_exhaustive_fails_when_no_output_call_is_valid() -> None:
+    """test_exhaustive_raises_unexpected_model_behavior: past the cap with no other output,
+    the run fails, as pydantic-ai's raises."""
+    model = ScriptedModel([tool_call("output_tool", invalid_field="invalid")] * 3)
+
+    def process_output(output: OutputType) -> OutputType:
+        raise AssertionError  # pragma: no cover
+
+    agent = Agent(
+        "a",
+        model,
+        output_type=[ToolOutput(process_output, name="output_tool")],
+        end_strategy="exhaustive",
+    )
+    result = agent.run_sync("go")
+    assert result.status is RunStatus.FAILED
+    assert "output_tool call is not valid" in (result.error or "")
+
+
+def test_an_unknown_end_strategy_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="end_strategy must be 'early', 'graceful'"):
+        Agent("a", ScriptedModel([]), end_strategy="eager")  # type: ignore[arg-type]
+    assert Agent("a", ScriptedModel([])).end_strategy == "graceful"
+
+
+async def test_exhaustive_tool_calls_still_land_on_steering(rt: Runtime) -> None:
+    """Ours: under ``"exhaustive"`` every tool call still runs between its safe boundaries,
+    so ``constrain_tools`` delivered while one runs takes the next one away (answered
+    withdrawn, never run), and the output call read before them still ends the run."""
+    running, release = asyncio.Event(), asyncio.Event()
+    ran: list[str] = []
+
+    async def slow(x: int) -> int:
+        """A slow tool."""
+        running.set()
+        await release.wait()
+        ran.append("slow")
+        return x
+
+    def other(y: int) -> int:
+        """Another tool."""
+        ran.append("other")  # pragma: no cover
+        return y  # pragma: no cover
+
+    model = ScriptedModel(
+        [
+            tool_calls(
+                tool_call("slow", x=1),
+                tool_call("final_result", value="done"),
+                tool_call("other", y=2),
+            )
+        ]
+    )
+    agent = Agent(
+        "a",
+        model,
+        output_type=ToolOutput(OutputType),
+        tools=[slow, other],
+        end_strategy="exhaustive",
+    )
+    handle = await rt.start(agent, "go")
+    await running.wait()
+    receipt = await handle.constrain_tools(["slow"])
+    assert receipt.status == "accepted"
+    release.set()
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED and result.output == OutputType(value="done")
+    assert ran == ["slow"]
+    (name, withdrawn) = answers(result.messages)[2]
+    assert name == "other" and "withdrawn" in withdrawn
+    kinds = [e.type for e in rt.steering_history(handle.run_id)]
+    assert kinds[-1] == "steering.applied"
+
+
+async def test_early_tools_that_run_when_the_outputs_fail_can_be_cancelled(rt: Runtime) -> None:
+    """Ours: under ``"early"`` the tool calls beside output calls that all failed run between
+    their boundaries too: a cancel sent while one runs ends the run ``cancelled`` at the next
+    boundary, and the tool after it never runs."""
+    running, release = asyncio.Event(), asyncio.Event()
+    ran: list[str] = []
+
+    async def slow(x: int) -> int:
+        """A slow tool."""
+        running.set()
+        await release.wait()
+        ran.append("slow")
+        return x
+
+    def other(y: int) -> int:
+        """Another tool."""
+        ran.append("other")  # pragma: no cover
+        return y  # pragma: no cover
+
+    model = ScriptedModel(
+        [
+            tool_calls(
+                tool_call("slow", x=1),
+                tool_call("final_result", nope=1),
+                tool_call("other", y=2),
+            )
+        ]
+    )
+    agent = Agent(
+        "a", model, output_type=ToolOutput(OutputType), tools=[slow, other], end_strategy="early"
+    )
+    handle = await rt.start(agent, "go")
+    await running.wait()
+    assert (await handle.cancel()).status == "accepted"
+    release.set()
+    result = await handle.result()
+    assert result.status is RunStatus.CANCELLED
+    assert ran == ["slow"]
+
+
+async def test_early_a_pause_before_the_calls_holds_the_run_and_no_tool_runs(
+    rt: Runtime, recorder: EventRecorder, waiter: EventWaiter
+) -> None:
+    """Ours: a pause delivered after the response (before its calls are read) holds the run
+    there; resumed, ``"early"`` reads the valid output call and runs none of the tools."""
+    answering, release = asyncio.Event(), asyncio.Event()
+    ran: list[str] = []
+
+    def regular_tool(x: int) -> int:
+        """A regular tool."""
+        ran.append("regular_tool")  # pragma: no cover
+        return x  # pragma: no cover
+
+    async def respond(request: ModelRequest) -> ModelResponse:
+        answering.set()
+        await release.wait()
+        return tool_calls(tool_call("regular_tool", x=1), tool_call("final_result", value="v"))
+
+    agent = Agent(
+        "a",
+        FunctionModel(respond),
+        output_type=ToolOutput(OutputType),
+        tools=[regular_tool],
+        end_strategy="early",
+    )
+    handle = await rt.start(agent, "go")
+    await answering.wait()
+    assert (await handle.pause()).status == "accepted"
+    release.set()
+    await waiter.event("run.paused", handle.run_id)
+    assert recorder.of_type("tool.call") == []  # nothing read yet
+    assert (await handle.resume()).status == "accepted"
+    result = await handle.result()
+    assert result.output == OutputType(value="v") and ran == []
