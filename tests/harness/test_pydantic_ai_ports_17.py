@@ -19,14 +19,29 @@ import pytest
 from pydantic import BaseModel
 from pydantic_ai import Agent as PAgent
 from pydantic_ai import ModelRetry as PModelRetry
+from pydantic_ai import NativeOutput as PNativeOutput
 from pydantic_ai import ToolOutput as PToolOutput
-from pydantic_ai.messages import ModelMessage, RetryPromptPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
 from pydantic_ai.messages import ModelRequest as PModelRequest
 from pydantic_ai.messages import ModelResponse as PModelResponse
 from pydantic_ai.models.function import AgentInfo
 from pydantic_ai.models.function import FunctionModel as PFunctionModel
 
-from tinyagents import Agent, ModelRetry, RunStatus, Runtime, ToolOutput
+from tinyagents import (
+    Agent,
+    ModelRetry,
+    NativeOutput,
+    PromptedOutput,
+    RunStatus,
+    Runtime,
+    ToolOutput,
+)
 from tinyagents.errors import ConfigurationError
 from tinyagents.harness import ModelRequest, ModelResponse
 from tinyagents.testkit import (
@@ -546,3 +561,151 @@ async def test_early_a_pause_before_the_calls_holds_the_run_and_no_tool_runs(
     assert (await handle.resume()).status == "accepted"
     result = await handle.result()
     assert result.output == OutputType(value="v") and ran == []
+
+
+def text_and_call(text: str, *calls: ModelResponse) -> ModelResponse:
+    """One response: ``text`` and the tool calls of ``calls``."""
+    return ModelResponse(text=text, tool_calls=[c for r in calls for c in r.tool_calls])
+
+
+@pytest.mark.parametrize("mode", ["native", "prompted", "model"])
+def test_early_prefers_structured_text_output_over_tool_calls(mode: str) -> None:
+    """test_early_strategy_prefers_structured_text_output_over_tool_calls: under 'early',
+    text that is valid structured output beside tool calls is the output; the tools are
+    skipped (answered, so no call is left dangling) and the run ends."""
+    ran: list[str] = []
+
+    def regular_tool(x: int) -> int:
+        """A regular tool."""
+        ran.append("regular_tool")  # pragma: no cover
+        return x  # pragma: no cover
+
+    output_type: Any = {
+        "native": NativeOutput(OutputType),
+        "prompted": PromptedOutput(OutputType),
+        "model": OutputType,
+    }[mode]
+    model = ScriptedModel(
+        [text_and_call('{"value": "final"}', tool_call("regular_tool", x=1)), '{"value": "no"}']
+    )
+    agent = Agent("a", model, output_type=output_type, tools=[regular_tool], end_strategy="early")
+    result = agent.run_sync("go")
+    assert result.output == OutputType(value="final"), result.error
+    assert ran == [] and len(model.requests) == 1
+    assert answers(result.messages) == [("regular_tool", TOOL_NOT_EXECUTED)]
+
+
+def test_early_skips_an_unknown_tool_call_when_structured_output_wins() -> None:
+    """test_early_strategy_skips_unknown_tool_call_when_structured_output_wins (with
+    ``unknown_tools="fail"`` too: the call is never read, so it fails nothing)."""
+    for unknown in ("error_result", "fail"):
+        model = ScriptedModel([text_and_call('{"value": "final"}', tool_call("does_not_exist"))])
+        agent = Agent(
+            "a",
+            model,
+            output_type=NativeOutput(OutputType),
+            end_strategy="early",
+            unknown_tools=unknown,  # type: ignore[arg-type]
+        )
+        result = agent.run_sync("go")
+        assert result.output == OutputType(value="final"), result.error
+        assert answers(result.messages) == [("does_not_exist", TOOL_NOT_EXECUTED)]
+
+
+@pytest.mark.parametrize("why", ["invalid", "validator"])
+def test_early_falls_back_to_tools_when_the_text_is_not_valid_output(why: str) -> None:
+    """test_early_strategy_falls_back_to_tools_when_output_text_is_invalid (and, as its
+    image test does, text an output validator sends back): not a final result, so the tool
+    runs, and no output retry is spent on it (``output_retries=0`` still completes)."""
+    ran: list[str] = []
+
+    def regular_tool(x: int) -> int:
+        """A regular tool."""
+        ran.append("regular_tool")
+        return x
+
+    text = "let me look that up" if why == "invalid" else '{"value": "bad"}'
+    model = ScriptedModel(
+        [text_and_call(text, tool_call("regular_tool", x=1)), '{"value": "after tool"}']
+    )
+    agent = Agent(
+        "a",
+        model,
+        output_type=PromptedOutput(OutputType),
+        tools=[regular_tool],
+        end_strategy="early",
+        output_retries=0,
+    )
+
+    @agent.output_validator
+    def no_bad(output: OutputType) -> OutputType:
+        if output.value == "bad":
+            raise ModelRetry("rejected")
+        return output
+
+    result = agent.run_sync("go")
+    assert result.output == OutputType(value="after tool"), result.error
+    assert ran == ["regular_tool"]
+    assert not any(m.metadata.get("retry") for m in result.messages)
+
+
+def test_non_early_strategies_run_tools_beside_structured_text_output() -> None:
+    """test_non_early_strategy_runs_tools_alongside_structured_text_output, side by side."""
+    ran: list[str] = []
+
+    def regular_tool(x: int) -> int:
+        """A regular tool."""
+        ran.append("regular_tool")
+        return x
+
+    for strategy in ("graceful", "exhaustive"):
+        ran.clear()
+
+        def respond(messages: list[ModelMessage], info: AgentInfo) -> PModelResponse:
+            if len(messages) == 1:
+                return PModelResponse(
+                    parts=[TextPart('{"value": "final"}'), ToolCallPart("regular_tool", {"x": 1})]
+                )
+            return PModelResponse(parts=[TextPart('{"value": "after tool"}')])
+
+        theirs = PAgent(
+            PFunctionModel(respond),
+            output_type=PNativeOutput(OutputType),
+            tools=[regular_tool],
+            end_strategy=strategy,  # type: ignore[arg-type]
+        ).run_sync("go")
+        model = ScriptedModel(
+            [
+                text_and_call('{"value": "final"}', tool_call("regular_tool", x=1)),
+                '{"value": "after tool"}',
+            ]
+        )
+        ours = Agent(
+            "a",
+            model,
+            output_type=NativeOutput(OutputType),
+            tools=[regular_tool],
+            end_strategy=strategy,  # type: ignore[arg-type]
+        ).run_sync("go")
+        assert ours.output == theirs.output == OutputType(value="after tool")
+        assert ran == ["regular_tool", "regular_tool"]
+
+
+@pytest.mark.parametrize("output_type", [str, [OutputType, str]])
+def test_early_does_not_preempt_tools_for_plain_text_output(output_type: Any) -> None:
+    """test_early_strategy_does_not_preempt_tools_for_plain_text_output: plain text (``str``,
+    or text beside output tools) is a preamble, not a final answer: the tool runs."""
+    ran: list[str] = []
+
+    def regular_tool(x: int) -> int:
+        """A regular tool."""
+        ran.append("regular_tool")
+        return x
+
+    model = ScriptedModel(
+        [text_and_call("Let me look that up.", tool_call("regular_tool", x=1)), "the answer"]
+    )
+    agent = Agent("a", model, output_type=output_type, tools=[regular_tool], end_strategy="early")
+    result = agent.run_sync("go")
+    assert result.output == "the answer"
+    assert ran == ["regular_tool"]

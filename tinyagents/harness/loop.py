@@ -494,7 +494,9 @@ class AgentRun(RunDriver):
                     continue
                 self._fail_staged(NO_TURN_LEFT)
                 return output
-            output = await self._run_calls(response.tool_calls)
+            output = await self._early_text(response)
+            if output is NOT_FINAL:
+                output = await self._run_calls(response.tool_calls)
             if output is not NOT_FINAL and await self._ends_on(output):
                 return output
 
@@ -547,6 +549,42 @@ class AgentRun(RunDriver):
         await self.at(Boundary.BEFORE_LOOP_CONTINUATION)
         return NOT_FINAL
 
+    async def _early_text(self, response: ModelResponse) -> Any:
+        """Under ``end_strategy="early"``: the text beside the response's tool calls, when it
+        is valid structured output (``NativeOutput``, ``PromptedOutput``, a model
+        ``output_type``) and no call is of an output tool, is the output, as pydantic-ai
+        reads it: the tool calls are answered "Tool not executed" and never run. Text that
+        does not validate, or that a validator sends back, is not sent back (the tool calls
+        run, no output retry spent); plain text is a preamble, never the output. Else
+        ``NOT_FINAL``."""
+        agent = self.agent
+        output_type = agent.output_type
+        if (
+            agent.end_strategy != "early"
+            or output_type is None
+            or not response.text
+            or any(call.name in agent.output_tools for call in response.tool_calls)
+        ):
+            return NOT_FINAL
+        sent_back = _asks_since_the_prompt(self.messages, since=self._given)
+        try:
+            output = await self._validated(read_output(output_type, response.text), sent_back)
+        except (ValidationError, ModelRetry):
+            return NOT_FINAL
+        self._skip_tool_calls(response.tool_calls, agent.output_tools)
+        return output
+
+    def _skip_tool_calls(
+        self, calls: Sequence[ToolCall], outputs: Mapping[str, OutputTool]
+    ) -> None:
+        """Answer each tool call of ``calls`` (not an output tool's) "Tool not executed",
+        without running it: the response already gave the run's output."""
+        for call in calls:
+            if call.name not in outputs:
+                self._emit_call(call)
+                skipped = ToolResult(call_id=call.id, name=call.name, content=TOOL_NOT_EXECUTED)
+                self._record_result(call, skipped)
+
     async def _early_outputs(
         self, calls: Sequence[ToolCall], outputs: Mapping[str, OutputTool]
     ) -> bool:
@@ -559,11 +597,7 @@ class AgentRun(RunDriver):
                 self._record_result(call, *await self._output_result(call, outputs[call.name]))
         if self._final is NOT_FINAL:
             return False  # every output call failed: the tool calls run
-        for call in calls:
-            if call.name not in outputs:
-                self._emit_call(call)
-                skipped = ToolResult(call_id=call.id, name=call.name, content=TOOL_NOT_EXECUTED)
-                self._record_result(call, skipped)
+        self._skip_tool_calls(calls, outputs)
         return True
 
     async def _exhaustive_outputs(
