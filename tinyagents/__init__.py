@@ -51,6 +51,7 @@ from tinyagents.harness import (
     ToolResult,
     Toolset,
     Usage,
+    capture_run_messages,
     orchestrator_tools,
     tool,
 )
@@ -149,6 +150,7 @@ __all__ = [
     "UnsupportedOutputError",
     "Usage",
     "__version__",
+    "capture_run_messages",
     "orchestrator_tools",
     "tool",
 ]

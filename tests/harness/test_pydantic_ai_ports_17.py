@@ -20,7 +20,10 @@ from pydantic import BaseModel
 from pydantic_ai import Agent as PAgent
 from pydantic_ai import ModelRetry as PModelRetry
 from pydantic_ai import NativeOutput as PNativeOutput
+from pydantic_ai import Tool as PTool
 from pydantic_ai import ToolOutput as PToolOutput
+from pydantic_ai import UnexpectedModelBehavior
+from pydantic_ai import capture_run_messages as pcapture_run_messages
 from pydantic_ai.messages import (
     ModelMessage,
     RetryPromptPart,
@@ -41,6 +44,8 @@ from tinyagents import (
     RunStatus,
     Runtime,
     ToolOutput,
+    capture_run_messages,
+    tool,
 )
 from tinyagents.errors import ConfigurationError
 from tinyagents.harness import ModelRequest, ModelResponse
@@ -709,3 +714,91 @@ def test_early_does_not_preempt_tools_for_plain_text_output(output_type: Any) ->
     result = agent.run_sync("go")
     assert result.output == "the answer"
     assert ran == ["regular_tool"]
+
+
+# -- capture_run_messages ---------------------------------------------------------------------
+
+
+def test_capture_run_messages_holds_the_transcript_of_a_run_that_failed() -> None:
+    """ports tests/test_agent.py's use of ``capture_run_messages`` (test_unknown_tool_fix...,
+    its docs' "model errors"): the list holds the run's messages as far as it went, here a
+    run that failed on a tool past its retries; the same list the run wrote to, so it is
+    the result's transcript, and what pydantic-ai's holds for the same run (by role)."""
+
+    def flaky() -> str:
+        """Always fails."""
+        raise ModelRetry("no")
+
+    model = ScriptedModel([tool_call("flaky"), tool_call("flaky")])
+    agent = Agent("a", model, tools=[flaky], retries=1)
+    with capture_run_messages() as messages:
+        result = agent.run_sync("go")
+    assert result.status is RunStatus.FAILED
+    assert messages == result.messages
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant", "tool"]
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> PModelResponse:
+        return PModelResponse(parts=[ToolCallPart("flaky", {})])
+
+    def pflaky() -> str:
+        raise PModelRetry("no")
+
+    their_agent = PAgent(PFunctionModel(respond), tools=[PTool(pflaky, name="flaky")], retries=1)
+    with pcapture_run_messages() as theirs, pytest.raises(UnexpectedModelBehavior):
+        their_agent.run_sync("go")
+    # request, response, retry request, response, the retry left unsent (interrupted)
+    assert len(theirs) == len(messages) == 5
+
+
+def test_capture_run_messages_takes_the_first_run_only_and_nests() -> None:
+    """As pydantic-ai's: a second run in one context is not captured; a context opened
+    inside (as a tool around a delegate's run would) captures its own run."""
+    inner: list[Any] = []
+    delegate = Agent("d", ScriptedModel(["inner answer"]))
+
+    @tool
+    async def ask() -> str:
+        """Ask the delegate."""
+        with capture_run_messages() as got:
+            answer = await delegate.run("inner question")
+        inner.extend(got)
+        return str(answer.output)
+
+    outer = Agent("o", ScriptedModel([tool_call("ask"), "outer answer"]), tools=[ask])
+    with capture_run_messages() as messages:
+        first = outer.run_sync("outer question")
+        second = Agent("b", ScriptedModel(["second"])).run_sync("second question")
+    assert messages == first.messages and messages[0].content == "outer question"
+    assert all(m.content != "second question" for m in messages) and second.output == "second"
+    assert [m.content for m in inner] == ["inner question", "inner answer"]
+
+
+def test_capture_run_messages_holds_a_history_given_to_the_run() -> None:
+    """pydantic-ai's list starts with the message history the run continues."""
+    first = Agent("a", ScriptedModel(["one"])).run_sync("first")
+    with capture_run_messages() as messages:
+        again = Agent("a", ScriptedModel(["two"])).run_sync("second", history=first.messages)
+    assert [m.content for m in messages] == ["first", "one", "second", "two"]
+    assert messages == again.messages
+
+
+async def test_capture_run_messages_sees_steering_of_a_captured_run(rt: Runtime) -> None:
+    """Ours: the captured list is the run's own transcript, so a steered run's steering
+    message (with its provenance) is in it, where the model saw it."""
+    entered, steered = asyncio.Event(), asyncio.Event()
+
+    async def respond(request: ModelRequest) -> str:
+        if len(request.messages) == 1:
+            entered.set()
+            await steered.wait()
+            return "first"
+        return "second"
+
+    with capture_run_messages() as messages:
+        handle = await rt.start(Agent("a", FunctionModel(respond)), "go")
+    await entered.wait()
+    await handle.steer("cite the ledger")
+    steered.set()
+    result = await handle.result()
+    assert messages == result.messages
+    assert any(m.metadata.get("steering") and "cite the ledger" in m.content for m in messages)

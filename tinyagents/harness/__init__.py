@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from tinyagents._lazy import lazy_names
 from tinyagents.harness.agent import Agent
+from tinyagents.harness.capture import capture_run_messages
 from tinyagents.harness.context import RunContext
 from tinyagents.harness.middleware import Middleware
 from tinyagents.harness.model import (
@@ -90,6 +91,7 @@ __all__ = [
     "Toolset",
     "Usage",
     "WrapperToolset",
+    "capture_run_messages",
     "orchestrator_tools",
     "tool",
 ]

@@ -58,6 +58,7 @@ from tinyagents.events.models import (
 )
 from tinyagents.events.redact import summarize
 from tinyagents.harness import apply
+from tinyagents.harness.capture import captured
 from tinyagents.harness.context import AgentView, RunContext, RunFunction
 from tinyagents.harness.limits import (
     check_limits,
@@ -2635,6 +2636,7 @@ async def start_agent_run(
         _join_a_cancelled_parent(runtime, handle, run)
         if not handle.cancelling:
             await join_holds_above(runtime, handle)
+    run.messages = captured(run.messages)  # capture_run_messages(): the block's list
     run.launch()
     return handle
 
