@@ -802,3 +802,56 @@ async def test_capture_run_messages_sees_steering_of_a_captured_run(rt: Runtime)
     result = await handle.result()
     assert messages == result.messages
     assert any(m.metadata.get("steering") and "cite the ledger" in m.content for m in messages)
+
+
+# -- override(name=...) -----------------------------------------------------------------------
+
+
+def test_agent_name_override() -> None:
+    """test_agent_name_override, side by side: within the block the agent's name is the
+    override's, and a run started there runs under it (its ``agent_id``); after the block
+    the agent has its own name again."""
+    theirs = PAgent(PFunctionModel(lambda m, i: PModelResponse(parts=[TextPart("hi")])))
+    theirs.name = "custom_name"
+    agent = Agent("custom_name", ScriptedModel(["hi"]))
+    with theirs.override(name="overridden_name"), agent.override(name="overridden_name"):
+        theirs.run_sync("Hello")
+        agent.run_sync("Hello")
+        assert agent.name == theirs.name == "overridden_name"
+    assert agent.name == theirs.name == "custom_name"
+
+
+async def test_a_run_started_under_an_overridden_name_keeps_it_and_is_steered(
+    rt: Runtime,
+) -> None:
+    """Ours: the name is the run's ``agent_id`` from its start to its end (the block left
+    meanwhile), what steering's authority and the run tree read; the run is steered as
+    any other, and the provenance names it."""
+    entered, steered = asyncio.Event(), asyncio.Event()
+
+    async def respond(request: ModelRequest) -> str:
+        if len(request.messages) == 1:
+            entered.set()
+            await steered.wait()
+            return "first"
+        return "second"
+
+    agent = Agent("base", FunctionModel(respond))
+    with agent.override(name="renamed"):
+        handle = await rt.start(agent, "go")
+    assert agent.name == "base"
+    await entered.wait()
+    assert handle.info.agent_id == "renamed"
+    assert (await handle.steer("cite the ledger")).status == "accepted"
+    steered.set()
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED and result.output == "second"
+    assert [i.agent_id for i in rt.runs.list()] == ["renamed"]
+
+
+@pytest.mark.parametrize("name", ["", "  ", 3])
+def test_an_override_name_an_agent_could_not_have_is_refused(name: Any) -> None:
+    agent = Agent("a", ScriptedModel([]))
+    with pytest.raises(ConfigurationError):
+        agent.override(name=name)
+    assert agent.name == "a"

@@ -182,7 +182,15 @@ class Agent:
                 f"agent {name!r}: description must be text (what the agent does, shown to a "
                 f"parent model), got {type(description).__name__}"
             )
-        self.name = name
+        # the ``override`` blocks open in this context, outermost first (shared by this
+        # agent's per-run copies)
+        self._overrides: ContextVar[tuple[AgentOverride, ...]] = ContextVar(
+            f"tinyagents.agent.{name}.override", default=()
+        )
+        self._name = name
+        #: A run's copy (``for_run``) has its name fixed when the run starts: its
+        #: ``agent_id``, whatever context reads it later.
+        self._run_name: str | None = None
         # a model string (or no model) loads LiteLLMModel's module (tinyagents.harness._litellm)
         self.model = model if isinstance(model, Model) else _litellm.as_model(model)
         #: The instructions' text; ``agent.instructions`` reads it (and decorates).
@@ -232,11 +240,21 @@ class Agent:
         #: ``@agent.system_prompt`` functions and, for a ``dynamic=True`` one, its reference
         #: (its ``__qualname__``) in the system message's ``metadata["system_prompt_parts"]``.
         self.system_prompts: list[tuple[RunFunction, str | None]] = []
-        # the ``override`` blocks open in this context, outermost first (shared by this
-        # agent's per-run copies)
-        self._overrides: ContextVar[tuple[AgentOverride, ...]] = ContextVar(
-            f"tinyagents.agent.{name}.override", default=()
-        )
+
+    @property
+    def name(self) -> str:
+        """The agent's name, its runs' ``agent_id``: an ``override(name=...)`` open here
+        gives another, as pydantic-ai's does (a run keeps the one it started under)."""
+        if self._run_name is not None:
+            return self._run_name
+        for block in reversed(self._overrides.get()):
+            if "name" in block.given:
+                return str(block.given["name"])
+        return self._name
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self._name = check_agent_name(value)
 
     @overload
     def tool(self, fn: Callable[..., Any], /) -> FunctionTool: ...
@@ -375,6 +393,7 @@ class Agent:
         toolsets: Sequence[Toolset] = UNSET,
         model_settings: Mapping[str, Any] | None = UNSET,
         retries: int | Mapping[str, int] = UNSET,
+        name: str = UNSET,
     ) -> AgentOverride:
         """Within the ``with`` block, runs of this agent started in this context (its tasks,
         the runs their tools start) use what is given here instead, as pydantic-ai's
@@ -382,12 +401,15 @@ class Agent:
         (the agent's text and functions, and a run's ``instructions=``, replaced; None:
         none; its ``@agent.system_prompt`` functions stay), ``tools`` (its ``tools=``), ``toolsets``
         (its ``toolsets=`` and a run's), ``model_settings`` (its and a run's) and ``retries``
-        (the budgets it names, over the agent's and a run's ``retries=``). An inner
+        (the budgets it names, over the agent's and a run's ``retries=``) and ``name``
+        (``agent.name`` in the block, and the ``agent_id`` of the runs started there). An inner
         ``override`` wins for what it gives; what it does not give stays the outer one's.
         Each value is checked here, as ``Agent(...)`` checks it (``ConfigurationError``).
         Blocks left out of order each take out their own values only; one is left in the
         thread or task that entered it (``ArgumentError`` elsewhere)."""
         given: dict[str, Any] = {}
+        if name is not UNSET:
+            given["name"] = check_agent_name(name)
         if model is not UNSET:
             given["model"] = model if isinstance(model, Model) else _litellm.as_model(model)
         if deps is not UNSET:
@@ -405,7 +427,7 @@ class Agent:
         ):  # each budget on its own: an inner block naming one keeps the other
             for budget, value in run_budgets(self.name, retries, where="override").items():
                 given[f"retries.{budget}"] = value
-        return AgentOverride(self.name, self._overrides, given)
+        return AgentOverride(self._name, self._overrides, given)
 
     def _overridden(self) -> dict[str, Any]:
         """What the ``override`` blocks open here give, the innermost winning."""
@@ -439,6 +461,7 @@ class Agent:
             self._check_rule_tools(self.tools)
             return self if output_type is None else self.for_output_type(output_type)
         run_agent = copy.copy(self) if output_type is None else self.for_output_type(output_type)
+        run_agent._run_name = self.name  # the override's, if it gives one: the run's agent_id
         chosen = over.get("model", model)
         if chosen is not None:
             run_agent.model = chosen if isinstance(chosen, Model) else _litellm.as_model(chosen)
