@@ -13,6 +13,7 @@ an end strategy runs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import pytest
@@ -41,6 +42,7 @@ from tinyagents import (
     ModelRetry,
     NativeOutput,
     PromptedOutput,
+    RunContext,
     RunStatus,
     Runtime,
     ToolOutput,
@@ -855,3 +857,125 @@ def test_an_override_name_an_agent_could_not_have_is_refused(name: Any) -> None:
     with pytest.raises(ConfigurationError):
         agent.override(name=name)
     assert agent.name == "a"
+
+
+# -- metadata= --------------------------------------------------------------------------------
+
+
+def calls_so_far(ctx: RunContext) -> dict[str, Any]:
+    return {"requests": ctx.info.usage.model_calls}
+
+
+def test_agent_run_result_metadata_available() -> None:
+    """test_agent_run_result_metadata_available (ctx.deps for its ctx.prompt: ours has no
+    prompt field) and test_agent_metadata_recomputed_on_successful_run: a callable is
+    resolved as the run starts (``ctx.metadata`` reads it) and again when it completes."""
+    seen: list[Any] = []
+
+    @tool
+    def look(ctx: RunContext) -> str:
+        """Look."""
+        seen.append(ctx.metadata)
+        return "seen"
+
+    agent = Agent(
+        "a",
+        ScriptedModel([tool_call("look"), "metadata output"]),
+        tools=[look],
+        metadata=lambda ctx: {"prompt": ctx.deps, **calls_so_far(ctx)},
+    )
+    result = agent.run_sync("metadata prompt", deps="the deps")
+    assert result.output == "metadata output"
+    assert seen == [{"prompt": "the deps", "requests": 0}]
+    assert result.metadata == {"prompt": "the deps", "requests": 2}
+
+
+def test_agent_metadata_kept_when_run_fails() -> None:
+    """test_agent_metadata_persisted_when_run_fails: a failed run keeps the metadata it
+    started with (not resolved again)."""
+
+    @tool
+    def explode() -> str:
+        """Explode."""
+        raise ModelRetry("explode")
+
+    agent = Agent(
+        "a",
+        ScriptedModel([tool_call("explode")] * 3),
+        tools=[explode],
+        retries=0,
+        metadata=calls_so_far,
+    )
+    result = agent.run_sync("go")
+    assert result.status is RunStatus.FAILED
+    assert result.metadata == {"requests": 0}
+
+
+def test_agent_metadata_sources_as_pydantic_ai_merges_them() -> None:
+    """test_agent_metadata_override_with_dict / _with_callable, test_agent_run_metadata_kwarg
+    _dict / _callable / _merges_agent_metadata / _ignored_with_override, side by side: a
+    run's metadata is merged over the agent's; an override's replaces both."""
+    cases: list[tuple[Any, Any, Any]] = [
+        ({"env": "base"}, None, {"env": "override"}),
+        ({"env": "base"}, None, "callable"),
+        (None, {"env": "run"}, None),
+        (None, "callable", None),
+        ({"env": "base", "shared": "agent"}, {"run": "value", "shared": "run"}, None),
+        ({"env": "base"}, {"run_only": True}, {"env": "override", "override_only": True}),
+        (None, None, None),
+    ]
+    for agent_meta, run_meta, override_meta in cases:
+
+        def resolve(value: Any) -> Any:
+            return (lambda ctx: {"computed": "yes"}) if value == "callable" else value
+
+        theirs = PAgent(
+            PFunctionModel(lambda m, i: PModelResponse(parts=[TextPart("ok")])),
+            metadata=resolve(agent_meta),
+        )
+        ours = Agent("a", ScriptedModel(["ok"]), metadata=resolve(agent_meta))
+        with contextlib.ExitStack() as stack:
+            if override_meta is not None:
+                stack.enter_context(theirs.override(metadata=resolve(override_meta)))
+                stack.enter_context(ours.override(metadata=resolve(override_meta)))
+            their = theirs.run_sync("go", metadata=resolve(run_meta))
+            mine = ours.run_sync("go", metadata=resolve(run_meta))
+        assert mine.metadata == their.metadata, (agent_meta, run_meta, override_meta)
+
+
+@pytest.mark.parametrize("bad", [["a"], "text", {1: "x"}])
+def test_metadata_that_is_no_dict_or_callable_is_refused(bad: Any) -> None:
+    with pytest.raises(ConfigurationError, match="metadata"):
+        Agent("a", ScriptedModel([]), metadata=bad)
+    agent = Agent("a", ScriptedModel(["ok"]))
+    with pytest.raises(ConfigurationError, match="metadata"):
+        agent.override(metadata=bad)
+    with pytest.raises(ConfigurationError, match="metadata of a run"):
+        agent.run_sync("go", metadata=bad)
+
+
+def test_a_metadata_function_returning_no_dict_fails_the_run() -> None:
+    agent = Agent("a", ScriptedModel(["ok"]), metadata=lambda ctx: ["no"])
+    result = agent.run_sync("go")
+    assert result.status is RunStatus.FAILED and "metadata" in (result.error or "")
+
+
+async def test_a_steered_run_resolves_its_metadata_after_the_steering(rt: Runtime) -> None:
+    """Ours: a run given another turn by steering delivered after its answer resolves its
+    metadata when it completes, after that turn (here: two model calls)."""
+    entered, steered = asyncio.Event(), asyncio.Event()
+
+    async def respond(request: ModelRequest) -> str:
+        if len(request.messages) == 1:
+            entered.set()
+            await steered.wait()
+            return "first"
+        return "second"
+
+    agent = Agent("a", FunctionModel(respond), metadata=calls_so_far)
+    handle = await rt.start(agent, "go")
+    await entered.wait()
+    await handle.steer("cite the ledger")
+    steered.set()
+    result = await handle.result()
+    assert result.output == "second" and result.metadata == {"requests": 2}

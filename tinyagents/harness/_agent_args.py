@@ -283,3 +283,18 @@ def model_names(models: object) -> tuple[str, ...]:
                 f"models[{index}] must be a non-blank model name, got {name!r}"
             )
     return tuple(models)
+
+
+def checked_metadata(name: str, metadata: object, *, where: str = "") -> Any:
+    """pydantic-ai's ``metadata``: None, a dict of text keys (copied), or a function of the
+    run's context returning one (a ``RunFunction``); else a ``ConfigurationError``."""
+    if metadata is None:
+        return None
+    if isinstance(metadata, Mapping) and all(isinstance(key, str) for key in metadata):
+        return dict(metadata)
+    if callable(metadata) and not isinstance(metadata, type):
+        return RunFunction(metadata, values=0, what="metadata", agent=name)
+    raise ConfigurationError(
+        f"agent {name!r}: metadata{where} is a dict of text keys, or a function of the run's "
+        f"context returning one (pydantic-ai's), got {kind_of(metadata)}"
+    )

@@ -22,6 +22,7 @@ from tinyagents.harness._agent_args import (
     check_forced_tool,
     check_output_tool_names,
     checked_instructions,
+    checked_metadata,
     checked_model_settings,
     middleware_list,
     model_names,
@@ -145,6 +146,7 @@ class Agent:
         model_settings: Mapping[str, Any] | None = None,
         prepare_tools: Callable[..., Any] | None = None,
         end_strategy: EndStrategy = "graceful",
+        metadata: Mapping[str, Any] | Callable[..., Any] | None = None,
     ) -> None:
         check_agent_name(name)
         if unknown_tools not in ("error_result", "fail"):
@@ -225,6 +227,13 @@ class Agent:
         #: ``end_strategy``): ``"graceful"`` runs them in order, ``"early"`` skips the tool
         #: calls once an output call is valid, ``"exhaustive"`` runs every call.
         self.end_strategy: EndStrategy = end_strategy
+        #: pydantic-ai's ``metadata``: a dict, or a function of the run's context returning
+        #: one, resolved as each run starts and again when it completes (``ctx.metadata``,
+        #: ``RunResult.metadata``).
+        self.metadata = checked_metadata(name, metadata)
+        #: What a run's metadata is made of, merged in order: the agent's (then a run's
+        #: ``metadata=``), or an ``override(metadata=...)``'s alone.
+        self.run_metadata: tuple[Any, ...] = (self.metadata,)
         #: A ``SupervisorSpec`` watching this agent's runs (hosted by a ``Runtime``); it
         #: replaces the runtime's spec for them.
         self.supervisor = supervisor
@@ -394,6 +403,7 @@ class Agent:
         model_settings: Mapping[str, Any] | None = UNSET,
         retries: int | Mapping[str, int] = UNSET,
         name: str = UNSET,
+        metadata: Mapping[str, Any] | Callable[..., Any] | None = UNSET,
     ) -> AgentOverride:
         """Within the ``with`` block, runs of this agent started in this context (its tasks,
         the runs their tools start) use what is given here instead, as pydantic-ai's
@@ -402,7 +412,8 @@ class Agent:
         none; its ``@agent.system_prompt`` functions stay), ``tools`` (its ``tools=``), ``toolsets``
         (its ``toolsets=`` and a run's), ``model_settings`` (its and a run's) and ``retries``
         (the budgets it names, over the agent's and a run's ``retries=``) and ``name``
-        (``agent.name`` in the block, and the ``agent_id`` of the runs started there). An inner
+        (``agent.name`` in the block, and the ``agent_id`` of the runs started there),
+        ``metadata`` (in place of the agent's and a run's). An inner
         ``override`` wins for what it gives; what it does not give stays the outer one's.
         Each value is checked here, as ``Agent(...)`` checks it (``ConfigurationError``).
         Blocks left out of order each take out their own values only; one is left in the
@@ -410,6 +421,8 @@ class Agent:
         given: dict[str, Any] = {}
         if name is not UNSET:
             given["name"] = check_agent_name(name)
+        if metadata is not UNSET:
+            given["metadata"] = checked_metadata(self.name, metadata, where=" of an override")
         if model is not UNSET:
             given["model"] = model if isinstance(model, Model) else _litellm.as_model(model)
         if deps is not UNSET:
@@ -442,12 +455,13 @@ class Agent:
         toolsets: Sequence[Toolset] | None = None,
         model_settings: Mapping[str, Any] | None = None,
         retries: int | Mapping[str, int] | None = None,
+        metadata: Mapping[str, Any] | Callable[..., Any] | None = None,
     ) -> Agent:
         """This agent as one run of it runs it: its own ``output_type`` (``for_output_type``),
         ``model`` in place of the agent's, ``instructions`` after the agent's (on a line of
         their own, as pydantic-ai joins them), ``toolsets`` beside the agent's,
         ``model_settings`` merged over the agent's, ``retries`` the budgets it names (an int
-        both), and what an ``override`` around the start gives (which wins over them). The
+        both), ``metadata`` merged over the agent's, and what an ``override`` around the start gives (which wins over them). The
         agent itself when there is nothing to change."""
         over = self._overridden()
         if (
@@ -457,6 +471,7 @@ class Agent:
             and toolsets is None
             and model_settings is None
             and retries is None
+            and metadata is None
         ):
             self._check_rule_tools(self.tools)
             return self if output_type is None else self.for_output_type(output_type)
@@ -496,6 +511,11 @@ class Agent:
         run_agent.retries = over.get("retries.tools", budgets.get("tools", self.retries))
         run_agent.output_retries = over.get(
             "retries.output", budgets.get("output", self.output_retries)
+        )
+        run_agent.run_metadata = (
+            (over["metadata"],)
+            if "metadata" in over
+            else (self.metadata, checked_metadata(self.name, metadata, where=" of a run"))
         )
         check_forced_tool(self.name, run_agent.model, run_agent.tools)
         self._check_rule_tools(run_agent.tools)

@@ -88,6 +88,10 @@ class ActiveRun(Protocol):
     def deps(self) -> Any:
         """What the run was given as ``deps=`` (None when nothing was)."""
 
+    @property
+    def metadata(self) -> dict[str, Any] | None:
+        """The run's metadata (``Agent(metadata=...)``), as resolved when it started."""
+
     #: Whose pauses hold the run (its own, runs above it), and the pauses and resumes passed
     #: down to it not applied yet: ``tinyagents.harness.pausing.Pauses``.
     pauses: Pauses
@@ -156,6 +160,13 @@ class RunContext(Record):
         ``deps=`` (``agent.run(..., deps=...)``, ``rt.start``), or an ``agent.override(deps=
         ...)`` around its start; None when nothing was."""
         return self.run.deps
+
+    @property
+    def metadata(self) -> dict[str, Any] | None:
+        """The run's metadata, pydantic-ai's ``ctx.metadata``: ``Agent(metadata=...)``, a
+        run's ``metadata=`` merged over it (or an ``override(metadata=...)``'s), as resolved
+        when the run started; None when none was given."""
+        return self.run.metadata
 
     @property
     def last_attempt(self) -> bool:

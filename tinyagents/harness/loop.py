@@ -214,6 +214,8 @@ class AgentRecipe(AgentView, Protocol):
     def model_settings(self) -> Mapping[str, Any]: ...
     @property
     def end_strategy(self) -> Literal["early", "graceful", "exhaustive"]: ...
+    @property
+    def run_metadata(self) -> tuple[Any, ...]: ...
     def for_run(
         self,
         *,
@@ -223,6 +225,7 @@ class AgentRecipe(AgentView, Protocol):
         toolsets: Sequence[Any] | None = None,
         model_settings: Mapping[str, Any] | None = None,
         retries: int | Mapping[str, int] | None = None,
+        metadata: Any = None,
     ) -> AgentRecipe: ...
     def deps_for_run(self, deps: Any) -> Any: ...
 
@@ -242,6 +245,9 @@ class AgentRun(RunDriver):
         self.agent = agent
         #: What the run's tools, prompts and validators reach as ``ctx.deps`` (``deps=``).
         self.deps = deps
+        #: pydantic-ai's run metadata (``Agent(metadata=...)``): resolved as the run starts
+        #: and again when it completes; ``ctx.metadata``, ``RunResult.metadata``.
+        self.metadata: dict[str, Any] | None = None
         self.handle = handle
         self.info = handle.info
         self.messages = messages
@@ -391,6 +397,8 @@ class AgentRun(RunDriver):
         self._began = True
         after: tuple[Sequence[ToolCall], int] | None = None
         try:
+            if not another_turn:
+                self.metadata = await self._resolve_metadata()
             if not another_turn and (self.agent.system_prompts or self._instruction_fns):
                 await self._write_system_prompt()
             while True:
@@ -403,6 +411,7 @@ class AgentRun(RunDriver):
                     # past the handler that makes a tool's error its result. Told to the
                     # model here, and the loop goes on after that call.
                     after, another_turn = self._answer_closed_call(exc), False
+            self.metadata = await self._resolve_metadata()  # as the run completes
             result = self._result(RunStatus.COMPLETED, output)
         except apply.Stop as stop:
             reason, self.stopped_by = stop.reason, stop.by
@@ -455,6 +464,23 @@ class AgentRun(RunDriver):
             # its own cancel reaches it is sent the same immediate cancel)
             self.abandon(self._freeze_subtree(interrupt=True), f"ended {result.status.value}")
         return await self._end(result)
+
+    async def _resolve_metadata(self) -> dict[str, Any] | None:
+        """The run's metadata (pydantic-ai's): its sources (``run_metadata``) resolved, a
+        function called with the run's context, and merged in order, a later one's keys
+        winning; None when none gives any."""
+        merged: dict[str, Any] | None = None
+        for source in self.agent.run_metadata:
+            value = await source(self.ctx) if isinstance(source, RunFunction) else source
+            if value is not None and not (
+                isinstance(value, dict) and all(isinstance(k, str) for k in value)
+            ):
+                raise ConfigurationError(
+                    f"agent {self.agent.name!r}: metadata function {source.name!r} must "
+                    f"return a dict of text keys (or None), got {type(value).__name__}"
+                )
+            merged = {**merged, **value} if merged and value else (value or merged)
+        return merged
 
     async def _loop(
         self, *, another_turn: bool = False, after: tuple[Sequence[ToolCall], int] | None = None
@@ -2181,7 +2207,11 @@ class AgentRun(RunDriver):
         text = result.output if isinstance(result.output, str) else self.last_text
         # the transcript as it ends, every call answered: a conversation to continue
         result = result.model_copy(
-            update={"messages": list(self.messages), "new_from": self.new_from}
+            update={
+                "messages": list(self.messages),
+                "new_from": self.new_from,
+                "metadata": self.metadata,
+            }
         )
         self.emit(
             RunEvent,
@@ -2483,11 +2513,12 @@ async def start_agent_run(
     deps: Any = None,
     model_settings: Mapping[str, Any] | None = None,
     retries: int | Mapping[str, int] | None = None,
+    metadata: Any = None,
     hold_thread: bool = False,
 ) -> RunHandle:
     """Register a run of ``agent`` (a child of ``parent`` if given) and start its loop.
-    ``output_type``, ``model``, ``instructions``, ``toolsets``, ``model_settings`` and
-    ``retries`` are the run's own
+    ``output_type``, ``model``, ``instructions``, ``toolsets``, ``model_settings``,
+    ``retries`` and ``metadata`` are the run's own
     (``Agent.for_run``, with an ``Agent.override`` around the start); ``deps`` is its
     ``ctx.deps`` (unless an override gives them).
 
@@ -2508,6 +2539,7 @@ async def start_agent_run(
         toolsets=toolsets,
         model_settings=model_settings,
         retries=retries,
+        metadata=metadata,
     )
     parent_info = _parent_info(runtime, parent)
     granted = frozenset(agent.tools)

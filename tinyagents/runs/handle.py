@@ -56,6 +56,9 @@ class RunResult(BaseModel):
     # Any: Message belongs to the harness, a layer above this one
     messages: list[Any] = Field(default_factory=list)
     new_from: int = 0
+    #: An agent run's metadata (pydantic-ai's ``result.metadata``: ``Agent(metadata=...)``,
+    #: resolved as the run started and again when it completed), None when it had none.
+    metadata: dict[str, Any] | None = None
 
     def all_messages(self) -> list[Any]:
         """The whole transcript, the history it was given first (pydantic-ai's
