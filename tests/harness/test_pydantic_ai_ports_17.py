@@ -979,3 +979,87 @@ async def test_a_steered_run_resolves_its_metadata_after_the_steering(rt: Runtim
     steered.set()
     result = await handle.result()
     assert result.output == "second" and result.metadata == {"requests": 2}
+
+
+@pytest.mark.parametrize("strategy", ["early", "graceful", "exhaustive"])
+@pytest.mark.parametrize("values", [("ok1", "ok2"), ("bad", "ok2"), ("ok1", "bad"), ("bad", "bad")])
+@pytest.mark.parametrize("retries", [0, 1])
+@pytest.mark.parametrize("tool_at", [0, 1, 2])
+def test_output_functions_and_a_tool_under_each_strategy_as_pydantic_ai(
+    strategy: str, values: tuple[str, str], retries: int, tool_at: int
+) -> None:
+    """test_exhaustive_strategy_invalid_first_valid_second_output,
+    _valid_first_invalid_second_output, _with_tool_retry_and_final_result,
+    test_early_no_function_tools_all_outputs_fail, test_early_multiple_outputs_and_function
+    _tools, test_graceful_interleaved_outputs_and_function_tools, all at once: two output
+    functions (one sending back "bad") and a tool, in each order, under each strategy and
+    output budget, side by side: the same output (or both fail), the same functions and
+    tools called, each call answered alike."""
+    called: dict[str, list[str]] = {"ours": [], "theirs": []}
+
+    def make(side: str, retry: type[Exception]) -> tuple[Any, Any, Any]:
+        def first_output(output: OutputType) -> OutputType:
+            called[side].append(f"first:{output.value}")
+            if output.value == "bad":
+                raise retry("first failed")
+            return output
+
+        def second_output(output: OutputType) -> OutputType:
+            called[side].append(f"second:{output.value}")
+            if output.value == "bad":
+                raise retry("second failed")
+            return output
+
+        def regular_tool(x: int) -> int:
+            called[side].append("regular_tool")
+            return x
+
+        return first_output, second_output, regular_tool
+
+    parts: list[tuple[str, dict[str, Any]]] = [
+        ("first_output", {"value": values[0]}),
+        ("second_output", {"value": values[1]}),
+    ]
+    parts.insert(tool_at, ("regular_tool", {"x": 1}))
+    later = ("first_output", {"value": "later"})
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> PModelResponse:
+        batch = parts if len(messages) == 1 else [later]
+        return PModelResponse(parts=[ToolCallPart(n, a) for n, a in batch])
+
+    pfirst, psecond, ptool = make("theirs", PModelRetry)
+    their_agent = PAgent(
+        PFunctionModel(respond),
+        output_type=[
+            PToolOutput(pfirst, name="first_output"),
+            PToolOutput(psecond, name="second_output"),
+        ],
+        tools=[ptool],
+        end_strategy=strategy,  # type: ignore[arg-type]
+        retries={"output": retries},
+    )
+    theirs: Any
+    try:
+        theirs = their_agent.run_sync("go")
+    except UnexpectedModelBehavior:
+        theirs = None
+
+    first, second, regular = make("ours", ModelRetry)
+    script = ScriptedModel([tool_calls(*(tool_call(n, a) for n, a in parts)), tool_call(*later)])
+    ours = Agent(
+        "a",
+        script,
+        output_type=[
+            ToolOutput(first, name="first_output"),
+            ToolOutput(second, name="second_output"),
+        ],
+        tools=[regular],
+        end_strategy=strategy,  # type: ignore[arg-type]
+        output_retries=retries,
+    ).run_sync("go")
+    assert sorted(called["ours"]) == sorted(called["theirs"])
+    if theirs is None:
+        assert ours.status is RunStatus.FAILED, ours.output
+        return
+    assert ours.output == theirs.output, ours.error
+    assert ours_marked(ours.messages) == their_answers(theirs.all_messages())

@@ -365,6 +365,8 @@ class AgentRun(RunDriver):
         #: Under ``end_strategy="exhaustive"``: the answers of the batch's output calls, read
         #: before its tool calls run, by call id; each taken when its turn comes.
         self._read_outputs: dict[str, tuple[ToolResult, str | None]] = {}
+        #: ... and the first of them past its retries, when none was valid: it ends the run.
+        self._outputs_failed: ModelResponseError | None = None
         self._model_hooks = [m.model for m in agent.middleware if overrides(m, "model")]
         self._tool_hooks = [m.tool for m in agent.middleware if overrides(m, "tool")]
 
@@ -571,6 +573,9 @@ class AgentRun(RunDriver):
             await self.at(Boundary.BEFORE_TOOL_DISPATCH, tool_call_id=call.id)
             await self._run_tool(call, calls_left=left)
             await self.at(Boundary.AFTER_TOOL_RESULT, tool_call_id=call.id)
+        if self._outputs_failed is not None:  # "exhaustive": no output call was valid
+            failed, self._outputs_failed = self._outputs_failed, None
+            raise failed
         if self._final is not NOT_FINAL:
             return self._final  # the run's end (_ends_on) is the boundary after the batch
         await self.at(Boundary.BEFORE_LOOP_CONTINUATION)
@@ -633,16 +638,17 @@ class AgentRun(RunDriver):
         """Read every output call of ``calls`` (``end_strategy="exhaustive"``), in order: the
         first valid one is the batch's output. A call past its retries does not fail the run
         when another one is valid, before or after it (answered unused, in pydantic-ai's
-        words); when none is, the first such failure ends the run. Each call's answer, by id,
-        for ``_run_calls`` to send in the call's turn."""
+        words); when none is, the first such failure ends the run once the batch's tool
+        calls ran (``_outputs_failed``), as pydantic-ai's ran beside it. Each call's answer,
+        by id, for ``_run_calls`` to send in the call's turn."""
         read: dict[str, tuple[ToolResult, str | None]] = {}
         failed: list[ModelResponseError] = []
         for call in calls:
             if call.name not in outputs:
                 continue
             read[call.id] = await self._output_result(call, outputs[call.name], failed=failed)
-        if failed and self._final is NOT_FINAL:
-            raise failed[0]
+        if failed and self._final is NOT_FINAL:  # raised once the tool calls ran
+            self._outputs_failed = failed[0]
         return read
 
     def _emit_call(self, call: ToolCall) -> None:
