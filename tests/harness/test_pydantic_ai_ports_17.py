@@ -1063,3 +1063,20 @@ def test_output_functions_and_a_tool_under_each_strategy_as_pydantic_ai(
         return
     assert ours.output == theirs.output, ours.error
     assert ours_marked(ours.messages) == their_answers(theirs.all_messages())
+
+
+async def test_capture_run_messages_around_run_stream() -> None:
+    """pydantic-ai's ``capture_run_messages`` covers ``run_stream`` too: the list is the
+    streamed run's transcript once the stream is read to its end."""
+    agent = Agent("a", ScriptedModel([tool_call("look_tool"), "done"]), tools=[look_tool])
+    with capture_run_messages() as messages:
+        events = [event.type async for event in agent.run_stream("go")]
+    assert events[-1] == "run.completed"
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert messages[-1].content == "done"
+
+
+@tool
+def look_tool() -> str:
+    """Look."""
+    return "seen"
