@@ -1080,3 +1080,104 @@ async def test_capture_run_messages_around_run_stream() -> None:
 def look_tool() -> str:
     """Look."""
     return "seen"
+
+
+RETRY_WINS = "Output not used as the final result - addressing tool retries from this round first."
+
+
+@pytest.mark.parametrize("strategy", ["early", "graceful", "exhaustive"])
+@pytest.mark.parametrize("failing", ["flaky_tool", "bad_args", "hallucinated_tool"])
+@pytest.mark.parametrize("tool_first", [True, False])
+def test_a_tool_sent_back_holds_the_output_back_as_pydantic_ai(
+    strategy: str, failing: str, tool_first: bool
+) -> None:
+    """test_graceful_function_tool_retry_suppresses_output,
+    test_exhaustive_function_tool_retry_suppresses_output,
+    test_early_function_tool_retry_does_not_suppress_output and
+    test_unknown_tool_retry_does_not_suppress_output, side by side: under 'graceful' and
+    'exhaustive' a tool call of the response sent back (``ModelRetry``, arguments that do not
+    validate) holds the output back, its answer rewritten "Output not used ... addressing
+    tool retries from this round first.", and the model answers again; an unknown tool's
+    call does not; under 'early' the tool never runs."""
+    rounds: dict[str, int] = {"ours": 0, "theirs": 0}
+
+    def make(side: str, retry: type[Exception]) -> Any:
+        def flaky_tool(x: int) -> int:
+            """Flaky."""
+            if rounds[side] == 1:
+                raise retry("not yet")
+            return x  # pragma: no cover
+
+        return flaky_tool
+
+    args = {"x": "not a number"} if failing == "bad_args" else {"x": 1}
+    name = "hallucinated_tool" if failing == "hallucinated_tool" else "flaky_tool"
+    batch = [(name, args), ("final_result", {"value": "premature"})]
+    if not tool_first:
+        batch.reverse()
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> PModelResponse:
+        rounds["theirs"] += 1
+        if rounds["theirs"] == 1:
+            return PModelResponse(parts=[ToolCallPart(n, a) for n, a in batch])
+        return PModelResponse(parts=[ToolCallPart("final_result", {"value": "corrected"})])
+
+    theirs = PAgent(
+        PFunctionModel(respond),
+        output_type=OutputType,
+        tools=[make("theirs", PModelRetry)],
+        end_strategy=strategy,  # type: ignore[arg-type]
+    ).run_sync("go")
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        rounds["ours"] += 1
+        if rounds["ours"] == 1:
+            return tool_calls(*(tool_call(n, a) for n, a in batch))
+        return tool_call("final_result", value="corrected")
+
+    ours = Agent(
+        "a",
+        FunctionModel(answer),
+        output_type=ToolOutput(OutputType),
+        tools=[make("ours", ModelRetry)],
+        end_strategy=strategy,  # type: ignore[arg-type]
+    ).run_sync("go")
+    assert ours.output == theirs.output, ours.error
+    assert rounds["ours"] == rounds["theirs"]
+    mine = [c for n, c in answers(ours.messages) if n == "final_result"]
+    their = [c for n, c in their_answers(theirs.all_messages()) if n == "final_result"]
+    assert mine == their
+
+
+async def test_a_tool_withdrawn_by_steering_does_not_hold_the_output_back(rt: Runtime) -> None:
+    """Ours: a call of a tool ``constrain_tools`` took away after the model called it is
+    answered withdrawn (the model did nothing wrong): it holds no output back."""
+    running, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(x: int) -> int:
+        """A slow tool."""
+        running.set()
+        await release.wait()
+        return x
+
+    def other(y: int) -> int:
+        """Another tool."""
+        return y  # pragma: no cover
+
+    model = ScriptedModel(
+        [
+            tool_calls(
+                tool_call("slow", x=1),
+                tool_call("final_result", value="done"),
+                tool_call("other", y=2),
+            )
+        ]
+    )
+    agent = Agent("a", model, output_type=ToolOutput(OutputType), tools=[slow, other])
+    handle = await rt.start(agent, "go")
+    await running.wait()
+    assert (await handle.constrain_tools(["slow"])).status == "accepted"
+    release.set()
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED and result.output == OutputType(value="done")
+    assert len(model.requests) == 1

@@ -176,6 +176,7 @@ OUTPUT_NOT_FINAL_RESULT = (
 OUTPUT_EXECUTION_FAILED = "Output tool not used - output function execution failed."
 OUTPUT_VALIDATION_FAILED = "Output tool not used - output failed validation."
 TOOL_NOT_EXECUTED = "Tool not executed - a final result was already processed."
+RETRY_WINS = "Output not used as the final result - addressing tool retries from this round first."
 #: Why a message that reached a final answer fails when the budget has no turn left for it: a
 #: turn its budget refuses before any request turned the answer into ``limit_exceeded``.
 NO_TURN_LEFT = (
@@ -367,6 +368,10 @@ class AgentRun(RunDriver):
         self._read_outputs: dict[str, tuple[ToolResult, str | None]] = {}
         #: ... and the first of them past its retries, when none was valid: it ends the run.
         self._outputs_failed: ModelResponseError | None = None
+        #: The batch's winning output call's id, and whether a tool call of the batch was
+        #: sent back (it holds the output back: ``_hold_output_back``).
+        self._winner: str | None = None
+        self._tool_sent_back = False
         self._model_hooks = [m.model for m in agent.middleware if overrides(m, "model")]
         self._tool_hooks = [m.tool for m in agent.middleware if overrides(m, "tool")]
 
@@ -554,6 +559,7 @@ class AgentRun(RunDriver):
         strategy = self.agent.end_strategy if outputs else "graceful"
         if start == 0:
             self._final = NOT_FINAL
+            self._tool_sent_back = False
             if strategy == "early" and await self._early_outputs(calls, outputs):
                 return self._final
             if strategy == "exhaustive":
@@ -571,15 +577,32 @@ class AgentRun(RunDriver):
             # the tool budget holds the tool calls, not the output tools'
             left = sum(1 for c in calls[index:] if c.name not in outputs)
             await self.at(Boundary.BEFORE_TOOL_DISPATCH, tool_call_id=call.id)
-            await self._run_tool(call, calls_left=left)
+            result = await self._run_tool(call, calls_left=left)
+            # sent back: a tool of the run's that failed (not one it never had, nor one
+            # steering took away after the model called it: the model did nothing wrong)
+            if result.error and call.name in self.allowed_tools():
+                self._tool_sent_back = True
             await self.at(Boundary.AFTER_TOOL_RESULT, tool_call_id=call.id)
         if self._outputs_failed is not None:  # "exhaustive": no output call was valid
             failed, self._outputs_failed = self._outputs_failed, None
             raise failed
+        if self._tool_sent_back and self._final is not NOT_FINAL:
+            self._hold_output_back()
         if self._final is not NOT_FINAL:
             return self._final  # the run's end (_ends_on) is the boundary after the batch
         await self.at(Boundary.BEFORE_LOOP_CONTINUATION)
         return NOT_FINAL
+
+    def _hold_output_back(self) -> None:
+        """pydantic-ai's "retry wins" (``"graceful"``, ``"exhaustive"``): a tool call of the
+        batch was sent back, so its output is not the run's: the winning output call's
+        answer says so, and the model answers the failed calls first."""
+        for index in range(len(self.messages) - 1, -1, -1):
+            message = self.messages[index]
+            if message.role == "tool" and message.tool_call_id == self._winner:
+                self.messages[index] = dataclasses.replace(message, content=RETRY_WINS)
+                break
+        self._final = NOT_FINAL
 
     async def _early_text(self, response: ModelResponse) -> Any:
         """Under ``end_strategy="early"``: the text beside the response's tool calls, when it
@@ -718,7 +741,7 @@ class AgentRun(RunDriver):
                     if extra:  # "exhaustive": valid, after the winner
                         content = OUTPUT_NOT_FINAL_RESULT
                     else:
-                        self._final = value
+                        self._final, self._winner = value, call.id
                         # the run's text, as a structured answer's is the JSON it was read from
                         self.last_text = json.dumps(call.args, default=str)
                         content = FINAL_RESULT_PROCESSED
