@@ -1,7 +1,7 @@
 """The Redis mirror (``{prefix}:runs:{worker}``) holds what its worker's runtime holds: its
 live runs and the finished runs of the retention window (``retain_finished``), no more. A
 finished run leaves it when the runtime releases it (past the window, or ``rt.forget``), at the
-worker's next heartbeat; the hash always carries an expiry, so a dead worker's entries go too.
+worker's next write, not its next heartbeat; the hash always carries an expiry, so a dead worker's entries go too.
 Against the real Redis, each test under its own key prefix."""
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ async def test_forget_takes_a_finished_run_off_the_mirror_and_off_other_workers(
 ) -> None:
     """A just-finished run stays readable from another worker (its final snapshot, as its own
     worker lists it) while its runtime keeps it; ``rt.forget`` takes it off the hash at the
-    worker's next heartbeat, and another worker no longer finds it there (the durable store,
+    worker's next write, and another worker no longer finds it there (the durable store,
     where there is one, still has it)."""
     keys = Keys(prefix)
     async with (
@@ -97,6 +97,32 @@ async def test_forget_takes_a_finished_run_off_the_mirror_and_off_other_workers(
         )
         assert await rc_b.get_run(first) is None
         assert {s["run_id"] for s in await rc_b.list_runs(None)} == {second}
+
+
+async def test_forget_takes_the_run_off_the_mirror_at_once_not_at_the_next_heartbeat(
+    redis_url: str, prefix: str, client: Any
+) -> None:
+    """Another worker could read a forgotten run's entry until the next heartbeat (here an
+    hour away): the mirror is told of the release and takes it off at its next write."""
+    keys = Keys(prefix)
+    kw = {**KW, "heartbeat_s": 3600.0, "ttl_s": 7200.0}
+    async with (
+        Runtime() as rt_a,
+        Runtime() as rt_b,
+        RedisControl(rt_a, redis_url, worker_id="a", prefix=prefix, **kw),
+        RedisControl(rt_b, redis_url, worker_id="b", prefix=prefix, **kw) as rc_b,
+    ):
+        first, second = await finish(rt_a, 2)
+        await eventually(
+            lambda: client.hkeys(keys.runs("a")),
+            lambda ks: set(ks) == {first.encode(), second.encode()},
+        )
+        rt_a.forget(first)
+        # (a deadline against a hang, far below the heartbeat)
+        await eventually(
+            lambda: client.hkeys(keys.runs("a")), lambda ks: set(ks) == {second.encode()}, within=20
+        )
+        assert await rc_b.get_run(first) is None
 
 
 async def test_a_window_in_seconds_empties_the_mirror_of_finished_runs(

@@ -5,10 +5,11 @@ live snapshots plus ``worker``, rewritten when an event says a run moved (at mos
 ``throttle_s``): every run the runtime holds, the finished runs of its retention window
 (``retain_finished``) included, so the hash is bounded as the runtime's memory is. Every
 ``heartbeat_s`` the worker renews its entry in the worker set, the hash's expiry and its
-command stream's (``COMMANDS_TTL_S``), takes the runs the runtime released off (past the
-window, or ``forget``), and rewrites the hash if Redis lost it (a Redis
+command stream's (``COMMANDS_TTL_S``), and rewrites the hash if Redis lost it (a Redis
 restarted empty); the hash expires ``ttl_s`` after the last heartbeat, so a dead worker's
-runs leave the listing by themselves. A run whose snapshot JSON cannot encode is skipped
+runs leave the listing by themselves. A run the runtime releases (past its window, or
+``forget``) is taken off at once (``LiveRuns.on_release``), and any still listed at a
+heartbeat. A run whose snapshot JSON cannot encode is skipped
 (logged once, counted: ``unencodable``); the others are listed. A write that fails in a Redis outage is logged and
 retried after a backoff; it never touches a run. Any other error is a bug: it ends the job, and
 ``supervise`` logs it with its traceback and starts the job again.
@@ -81,20 +82,36 @@ class RunMirror:
         #: stamped afresh, not listed with its first start (bounded by the runs the runtime
         #: holds: pruned at every heartbeat).
         self._started: dict[str, tuple[object, float]] = {}
+        #: The wait of the job for the next event, cut short by a release (``_released``).
+        self._waiting: asyncio.Timeout | None = None
 
     def open(self) -> None:
         """Follow the runtime's events from now on; every run it holds is written first."""
         # The runtime keeps its live books (pending interrupts) only once asked; asked at the
         # first write instead, an interrupt reported before it would never be listed.
-        self.runtime.live_runs()
+        self.runtime.live_runs().on_release = self._released
         self._sub = self.runtime.subscribe(maxsize=10_000, where=_has_run)
         self._stale = True
         self._dirty.update(i.run_id for i in self.runtime.runs.list())
 
     def close(self) -> None:
+        live = self.runtime.live_runs()
+        if live.on_release == self._released:
+            live.on_release = None
         if self._sub is not None:
             self._sub.close()
             self._sub = None
+
+    def _released(self, run_id: str) -> None:
+        """A run the runtime released (``forget``, or past its retention window) is taken off
+        the listing at the next write, due now: at the next heartbeat, other workers read it
+        until then."""
+        if run_id not in self._mirrored:
+            return
+        self._dirty.add(run_id)
+        waiting = self._waiting
+        if waiting is not None and not waiting.expired():
+            waiting.reschedule(asyncio.get_running_loop().time())
 
     def stamp(self, snapshot: dict[str, Any]) -> dict[str, Any]:
         """The runtime's live snapshot (``owner``: the runtime's id) with ``worker``: the
@@ -125,11 +142,12 @@ class RunMirror:
         while not self.seat.lost:  # another process holds the worker id: its hash, not ours
             wait = max(0.0, next_beat - time.monotonic())
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(wait if not self._dirty else 0):
+                async with asyncio.timeout(wait if not self._dirty else 0) as self._waiting:
                     event = await self._sub.get()
                     if event is None:  # the runtime closed its bus
                         return
                     self._note(event)
+            self._waiting = None
             await asyncio.sleep(self.throttle_s)  # gather what else moves meanwhile
             self._drain()
             beat = time.monotonic() >= next_beat

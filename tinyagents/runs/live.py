@@ -8,7 +8,7 @@ heartbeat, so a reader in another process can tell a live run from one whose own
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic_core import to_jsonable_python
@@ -37,6 +37,9 @@ class LiveRuns:
         #: graph runs whose pending interrupts changed since ``take_dirty``: their tasks'
         #: entries list them too, so those are due as well
         self.asked: set[str] = set()
+        #: Told the id of each run released (``forget``): the Redis mirror takes it off its
+        #: listing at once, which other workers read it from.
+        self.on_release: Callable[[str], None] | None = None
 
     def __call__(self, event: Event) -> None:
         """The bus sink: note that the event's run changed."""
@@ -79,6 +82,8 @@ class LiveRuns:
         self.dirty.discard(run_id)
         self.asked.discard(run_id)
         self._interrupts.pop(run_id, None)
+        if self.on_release is not None:
+            self.on_release(run_id)
 
     def interrupts(self, run_id: str) -> list[dict[str, Any]]:
         entry = self._interrupts.get(run_id)
