@@ -551,3 +551,99 @@ async def test_a_crash_in_the_flush_of_a_subgraph_run_goes_on_from_where_it_left
         assert len(await graph.history("t")) == left
         assert (await graph.run(None, thread_id="t")).state == want
         assert await saved(graph, "t") == await saved(sync, "t")
+
+
+# -- a sub-graph call's own durability -------------------------------------------------------
+
+
+async def their_sub_saved_while_called(parent: str, own: str | None) -> bool:
+    """LangGraph: whether a sub-graph called from a node (``durability=own`` or none) had
+    saved checkpoints by its second node, in a run with ``durability=parent``."""
+    saver = lg_memory.InMemorySaver()
+    seen: list[int] = []
+
+    async def s2(state: Log) -> Log:
+        seen.append(sum(len(c) for d in saver.storage.values() for ns, c in d.items() if ns))
+        return {"log": ["s2"]}
+
+    sub = (
+        THEIRS.StateGraph(Log)
+        .add_node("s1", lambda s: {"log": ["s1"]})
+        .add_node("s2", s2)
+        .add_edge(THEIRS.START, "s1")
+        .add_edge("s1", "s2")
+        .compile()
+    )
+
+    async def call(state: Log) -> Log:
+        await sub.ainvoke(state, **({} if own is None else {"durability": own}))
+        return {"log": ["called"]}
+
+    graph = THEIRS.StateGraph(Log).add_node("call", call).add_edge(THEIRS.START, "call")
+    await graph.compile(checkpointer=saver).ainvoke({"log": []}, cfg("t"), durability=parent)
+    return seen[0] > 0
+
+
+@pytest.mark.parametrize(
+    ("parent", "own"), [("exit", None), ("exit", "sync"), ("sync", "exit"), ("sync", None)]
+)
+async def test_a_subgraph_calls_own_durability_wins_as_in_langgraph(
+    tmp_path: Path, parent: str, own: str | None
+) -> None:
+    # a sub-graph called with durability= followed its caller's all the same: an "exit"
+    # run's "sync" call held its checkpoints to the run's end, a "sync" run's "exit" call
+    # saved each step; LangGraph saves the call by its own
+    want = await their_sub_saved_while_called(parent, own)
+    assert want is ((own or parent) != "exit")
+    path = tmp_path / "t.db"
+    seen: list[int] = []
+
+    def s2(state: Log) -> Log:
+        with closing(sqlite3.connect(path)) as db:
+            seen.append(db.execute("SELECT count(*) FROM checkpoints WHERE ns != ''").fetchone()[0])
+        return {"log": ["s2"]}
+
+    sub = (
+        StateGraph(Log)
+        .add_node("s1", lambda s: {"log": ["s1"]})
+        .add_node("s2", s2)
+        .add_edge("__start__", "s1")
+        .add_edge("s1", "s2")
+        .compile()
+    )
+
+    async def call(state: Log) -> Log:
+        await sub.run(state, **({} if own is None else {"durability": own}))
+        return {"log": ["called"]}
+
+    async with SqliteCheckpointer(path) as cp:
+        graph = (
+            StateGraph(Log)
+            .add_node("call", call)
+            .add_edge("__start__", "call")
+            .compile(checkpointer=cp)
+        )
+        result = await graph.run({"log": []}, thread_id="t", durability=parent)  # type: ignore[arg-type]
+        assert result.status == "completed", result.error
+        assert (seen[0] > 0) is want
+        # and once the run ended, the call's checkpoints are all saved, as a "sync" run's
+        with closing(sqlite3.connect(path)) as db:
+            saved_sub = db.execute("SELECT count(*) FROM checkpoints WHERE ns != ''").fetchone()
+        assert saved_sub[0] == 4  # whichever saved them, the same four
+        assert [c.step for c in await cp.list("t")] == [1, 0, -1]
+
+
+async def test_a_subgraph_call_in_a_runtime_refuses_exit(rt: Any) -> None:
+    # as its caller's own run does: steering needs each step's checkpoint
+    sub = StateGraph(Log).add_node("s", lambda s: {"log": ["s"]}).add_edge("__start__", "s")
+
+    async def call(state: Log) -> Log:
+        await sub.compile().run(state, durability="exit")
+        return {"log": ["called"]}
+
+    graph = StateGraph(Log).add_node("call", call).add_edge("__start__", "call")
+    result = await graph.compile(checkpointer=MemoryCheckpointer()).run(
+        {"log": []}, thread_id="t", runtime=rt
+    )
+    assert result.status == "failed" and isinstance(result.error, ArgumentError)
+    assert 'durability="exit" is not supported for a run in a Runtime' in str(result.error)

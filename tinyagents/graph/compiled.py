@@ -94,7 +94,8 @@ class CompiledGraph(GraphCore):
         raises and changes nothing; a failing node gives ``status="failed"``.
 
         Called from inside a node of a running graph (without ``thread_id``, ``runtime``
-        and ``checkpoint_id``), it is a sub-graph call of that node: see ``graph/calls.py``.
+        and ``checkpoint_id``), it is a sub-graph call of that node: see ``graph/calls.py``
+        (its ``durability``, when given, wins over the caller's, as in LangGraph).
         Its interrupts pause the calling node, and a failing node of it raises its error.
 
         ``result.state`` is the graph's ``shown_state``: the state; an entrypoint's, what its
@@ -114,7 +115,9 @@ class CompiledGraph(GraphCore):
         if caller is not None and is_call:
             check_durability(durability)
             return self._shown(
-                await calls.run(self, caller, input, recursion_limit, max_concurrency, context)
+                await calls.run(
+                    self, caller, input, recursion_limit, max_concurrency, context, durability
+                )
             )
         if runtime is not None:
             return await run_with_runtime(
@@ -272,7 +275,7 @@ class CompiledGraph(GraphCore):
         check_durability(durability, steered=runtime is not None)
         if caller is not None and is_call:
             return calls.stream(
-                self, caller, input, sink, recursion_limit, max_concurrency, context
+                self, caller, input, sink, recursion_limit, max_concurrency, context, durability
             )
         if runtime is not None:
             if thread_id is not None:  # here, not when the stream is first read

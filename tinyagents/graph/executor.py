@@ -1289,11 +1289,14 @@ class GraphRun:
         ns: str,
         data: Any,
         recursion_limit: int | None = None,
+        checkpointer: Checkpointer | None = None,
     ) -> tuple[GraphRun, bool]:
         """The run of ``child_graph`` for ``task`` in namespace ``ns`` of this thread, with
-        this run's checkpointer, limits (or ``recursion_limit``) and answers: it continues
-        the namespace's head (a resumed task) or starts from ``data``. Also says whether it
-        started from ``data`` (afresh, or a new call of a persistent sub-graph).
+        this run's checkpointer (or ``checkpointer``, on the same thread: a sub-graph call
+        given a ``durability`` of its own, ``graph/calls.py``), limits (or
+        ``recursion_limit``) and answers: it continues the namespace's head (a resumed task)
+        or starts from ``data``. Also says whether it started from ``data`` (afresh, or a
+        new call of a persistent sub-graph).
 
         LangGraph's ``compile(checkpointer=False)`` sub-graph runs without checkpointer; a
         ``checkpointer=True`` one keeps its state in ``persistent_ns(ns)``, the same for
@@ -1301,7 +1304,7 @@ class GraphRun:
         made it (``metadata["call"]``, its per-call ``ns``: a resumed task), and another
         call applies ``data`` to it as new input, as a thread takes a new input."""
         own = child_graph.sub_checkpointer
-        cp = None if own is False else self.checkpointer
+        cp = None if own is False else (checkpointer or self.checkpointer)
         thread_id = self.head.thread_id
         limit = self.recursion_limit if recursion_limit is None else recursion_limit
         call = ns
