@@ -17,14 +17,14 @@ from typing import Any, TypedDict
 import httpx
 import pytest
 
-from tinyagents import LiteLLMModel, SupervisorSpec
+from tinyagents import Agent, LiteLLMModel, SupervisorSpec
 from tinyagents.errors import ArgumentError, ConfigurationError
 from tinyagents.graph import START, StateGraph
 from tinyagents.harness.model import Model, ModelRequest, ModelResponse, ToolCall
 from tinyagents.store.checkpoint import MemoryCheckpointer
 from tinyagents.supervisor import SupervisorSpecError
 from tinyagents.supervisor.judge import Judge, JudgeError, JudgeInput, parse_verdict
-from tinyagents.testkit import OpenAICompatServer
+from tinyagents.testkit import OpenAICompatServer, ScriptedModel, reply
 
 HELLO = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 MODES = ["default", "openai", "vllm", "llama.cpp"]
@@ -322,3 +322,23 @@ def test_a_verdict_whose_reason_is_a_list_still_reads_with_it_as_text() -> None:
     )
     verdict = parse_verdict(answer)
     assert verdict is not None and (verdict.passed, verdict.reason) == (False, '["slow"]')
+
+
+# -- an output the model answers ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("depth", [990, 100_000])
+async def test_an_output_string_nested_past_the_parser_is_sent_back_not_a_failed_run(
+    depth: int,
+) -> None:
+    """Found: with ``output_type=list[int]``, an answer ``{"response": "[[[[..."}`` (the list
+    as text, nested past what the JSON reader reads) failed the run with a bare
+    ``RecursionError`` from reading the text as JSON; an answer that is no list is sent back
+    to the model to correct, as a shallower one was."""
+    model = ScriptedModel([reply('{"response": "' + "[" * depth + '"}'), '{"response": [1]}'])
+
+    result = await Agent("lister", model, output_type=list[int]).run("list them")
+
+    assert result.status == "completed", result.error
+    assert result.output == [1]
+    assert len(model.requests) == 2  # the second saw what was wrong with the first

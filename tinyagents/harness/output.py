@@ -890,7 +890,7 @@ def _or_its_json(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
         problem = exc
     try:
         parsed = json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):  # (nested past what the reader reads: no JSON)
         raise problem from None
     try:
         return handler(parsed)
