@@ -20,7 +20,7 @@ import pytest
 from tinyagents import Agent, LiteLLMModel, SupervisorSpec
 from tinyagents.errors import ArgumentError, ConfigurationError
 from tinyagents.graph import START, StateGraph
-from tinyagents.harness.model import Model, ModelRequest, ModelResponse, ToolCall
+from tinyagents.harness import Model, ModelRequest, ModelResponse, Tool, ToolCall
 from tinyagents.store.checkpoint import MemoryCheckpointer
 from tinyagents.supervisor import SupervisorSpecError
 from tinyagents.supervisor.judge import Judge, JudgeError, JudgeInput, parse_verdict
@@ -342,3 +342,31 @@ async def test_an_output_string_nested_past_the_parser_is_sent_back_not_a_failed
     assert result.status == "completed", result.error
     assert result.output == [1]
     assert len(model.requests) == 2  # the second saw what was wrong with the first
+
+
+# -- a tool's parameters schema -------------------------------------------------------------------
+
+
+class _SchemaTool(Tool):
+    async def call(self, args: dict[str, Any], ctx: Any = None) -> str:
+        return "called"
+
+
+def _array_of_arrays(depth: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(depth):
+        schema = {"type": "array", "items": schema}
+    return {"type": "object", "properties": {"a": schema}}
+
+
+@pytest.mark.parametrize("depth", [990, 5_000])
+def test_a_tool_schema_nested_past_what_json_writes_is_refused_when_made(depth: int) -> None:
+    """Found: a ``Tool`` whose ``parameters`` schema nests deeper than JSON can be written (it
+    goes to the provider as JSON in every request) was a bare ``RecursionError`` when made; a
+    schema holding itself was already a ``ConfigurationError``."""
+    with pytest.raises(ConfigurationError, match="nested too deep"):
+        _SchemaTool(name="deep", parameters=_array_of_arrays(depth))
+
+
+def test_a_tool_schema_of_ordinary_depth_is_still_taken() -> None:
+    assert _SchemaTool(name="shallow", parameters=_array_of_arrays(50)).name == "shallow"

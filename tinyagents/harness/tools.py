@@ -277,6 +277,12 @@ def _check_parameters(name: str, parameters: object) -> None:
         )
     try:  # the schema goes to the provider as JSON: a NaN default was invalid JSON on the wire
         json.dumps(parameters, allow_nan=False)
+    except RecursionError:
+        raise ConfigurationError(
+            f"tool {name!r}: its parameters schema is nested too deep to be written as JSON; "
+            "a schema sent in every request is a few levels deep (use $defs and $ref for a "
+            "recursive type)"
+        ) from None
     except (TypeError, ValueError) as exc:
         raise ConfigurationError(
             f"tool {name!r}: its parameters schema is not JSON ({exc}): a NaN or infinite "
