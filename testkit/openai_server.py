@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 from aiohttp import web
 
+from tinyagents.errors import ArgumentError
 from tinyagents.harness.model import ModelResponse, ToolCall, Usage
 
 from .models import count_tokens
@@ -150,6 +151,21 @@ _CHECKS: dict[str, Callable[[dict[str, Any]], str | None]] = {
 }
 
 
+#: What a scripted reply (or a callable's answer) may be.
+_REPLY_TYPES = (str, ModelResponse, ErrorReply, Fault, RawStream, dict)
+_REPLIES_ARE = "text, a ModelResponse, an ErrorReply, a Fault, a RawStream or a dict"
+
+
+def _check_replies(replies: Iterable[Any], *, first: int) -> None:
+    """Refuse, before any is queued, a reply of no reply type (numbered from ``first``)."""
+    for number, reply in enumerate(replies, start=first):
+        if not isinstance(reply, _REPLY_TYPES) and not callable(reply):
+            raise ArgumentError(
+                f"OpenAICompatServer: reply {number} is {type(reply).__name__}, no reply: "
+                f"a reply is {_REPLIES_ARE}, or a callable of the request body returning one"
+            )
+
+
 class OpenAICompatServer:
     """Serve scripted chat completions on ``127.0.0.1`` at a free port (an async context manager).
 
@@ -166,9 +182,18 @@ class OpenAICompatServer:
         mode: ServerMode = "default",
     ):
         if mode not in ("default", *_CHECKS):
-            raise ValueError(
+            raise ArgumentError(
                 f"mode must be 'default', 'llama.cpp', 'vllm' or 'openai', got {mode!r}"
             )
+        if isinstance(replies, (str, bytes)) or not isinstance(replies, Iterable):
+            # (a string was scripted letter by letter, one reply each)
+            raise ArgumentError(
+                "OpenAICompatServer takes a list of replies (text, a ModelResponse, an "
+                f"ErrorReply, a Fault, a RawStream, a dict or a callable), got "
+                f"{type(replies).__name__}; one reply is OpenAICompatServer([reply])"
+            )
+        replies = list(replies)
+        _check_replies(replies, first=1)
         self.model = model
         self.mode = mode
         self.requests: list[dict[str, Any]] = []
@@ -187,6 +212,7 @@ class OpenAICompatServer:
 
     def add(self, *replies: ScriptedServerReply) -> None:
         """Queue more replies after those already scripted."""
+        _check_replies(replies, first=self._scripted + 1)
         self._replies.extend(replies)
         self._scripted += len(replies)
 
@@ -516,16 +542,25 @@ class OpenAICompatServer:
         reply = self._replies.popleft()
         if not callable(reply):
             return reply
+        number = self._scripted - len(self._replies)
         try:
-            return reply(body)
+            answer = reply(body)
         except Exception as error:
             # 400, not 500: a retry would be answered by the next reply as if all went well.
             return ErrorReply(
                 status=400,
                 type="invalid_request_error",
                 message=f"OpenAICompatServer: the callable scripted as reply "
-                f"{self._scripted - len(self._replies)} raised {type(error).__name__}: {error}",
+                f"{number} raised {type(error).__name__}: {error}",
             )
+        if not isinstance(answer, _REPLY_TYPES):  # (a 500 from building a completion of it)
+            return ErrorReply(
+                status=400,
+                type="invalid_request_error",
+                message=f"OpenAICompatServer: the callable scripted as reply {number} "
+                f"returned {type(answer).__name__}, no reply: {_REPLIES_ARE}",
+            )
+        return answer
 
     def _completion(
         self,

@@ -370,3 +370,44 @@ def test_a_tool_schema_nested_past_what_json_writes_is_refused_when_made(depth: 
 
 def test_a_tool_schema_of_ordinary_depth_is_still_taken() -> None:
     assert _SchemaTool(name="shallow", parameters=_array_of_arrays(50)).name == "shallow"
+
+
+# -- the testkit server's script ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("replies", ["hello", b"hello", 5])
+def test_a_server_script_that_is_no_list_of_replies_is_refused_when_made(replies: Any) -> None:
+    """Found: ``OpenAICompatServer("hello")`` scripted five replies, one per letter
+    (``ScriptedModel("hello")`` is refused), and ``OpenAICompatServer(5)`` was a bare
+    ``TypeError``."""
+    with pytest.raises(ArgumentError, match="list of replies"):
+        OpenAICompatServer(replies)
+
+
+def test_a_scripted_reply_of_no_reply_type_is_refused_naming_it() -> None:
+    """Found: a reply of ``5`` (or ``None``) was taken, and the request it answered was a 500
+    ("Server got itself in trouble") from building a completion of it; ``add`` took them
+    too."""
+    with pytest.raises(ArgumentError, match=r"reply 2 is int"):
+        OpenAICompatServer(["fine", 5])
+    server = OpenAICompatServer(["fine"])
+    with pytest.raises(ArgumentError, match=r"reply 2 is NoneType"):
+        server.add(None)  # type: ignore[arg-type]
+    assert server._scripted == 1  # nothing was queued
+
+
+async def test_a_scripted_callable_answering_no_reply_is_a_400_naming_it() -> None:
+    """Found with the probe above: a callable reply returning ``5`` was a 500, as a reply of
+    5 was; a callable that raises is a 400 naming it."""
+    async with OpenAICompatServer([lambda body: 5, "the reply"]) as server:
+        bad = await post(server, HELLO)
+        good = await post(server, HELLO)
+
+    assert bad.status_code == 400
+    assert "returned int" in bad.json()["error"]["message"]
+    assert good.json()["choices"][0]["message"]["content"] == "the reply"
+
+
+def test_a_server_mode_it_does_not_know_is_an_argument_error() -> None:
+    with pytest.raises(ArgumentError, match="mode must be"):
+        OpenAICompatServer([], mode="zz")  # type: ignore[arg-type]
