@@ -6,7 +6,12 @@ give equal dicts, with the same types at every level, for every kind and any JSO
 kind's schema takes.
 
 ``json_bytes`` (the payload policy's measure) counts plain text and plain keys inline; it must
-still give the length of the compact JSON in UTF-8 for any JSON value.
+still give the length of the compact JSON in UTF-8 for any JSON value, and stop only past its
+bound.
+
+``summarize(payload, read_only=True)`` (the summary a command's events share) is the payload
+itself when the summary would keep it as it is: it must equal, type for type, the summary a
+copy of the payload gets, whatever the payload holds.
 
 A chain made only of inline checks (the default pipeline) is run by the router check by check,
 without ``chain.decide``: the same commands through the same policies folded the long way must
@@ -25,7 +30,7 @@ from hypothesis import strategies as st
 from steerkit import OPERATOR, apply_ready, make_command, start_run
 
 from tinyagents.errors import InvalidCommandError
-from tinyagents.events import MemorySink
+from tinyagents.events import MemorySink, summarize
 from tinyagents.protocol import (
     PAYLOAD_MODELS,
     SteeringActor,
@@ -41,6 +46,7 @@ from tinyagents.protocol.commands import (
     _json_problem,
     _read_only,
     _text_payload,
+    mutable_copy,
 )
 from tinyagents.runtime import Runtime
 from tinyagents.steering import (
@@ -329,3 +335,72 @@ def test_the_quick_way_takes_plain_text_and_leaves_the_rest_to_the_long_way() ->
     assert _text_payload(text, {"text": "a\udc00"}) is None
     with pytest.raises(InvalidCommandError, match="not valid UTF-8"):
         validate_payload(SteeringKind.ADD_INSTRUCTION, {"text": "a\udc00"})
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=any_json, limit=st.integers(min_value=-1, max_value=64))
+def test_json_bytes_stops_only_past_its_bound(value: Any, limit: int) -> None:
+    # ``stop_above``: the exact count up to the bound, and something past it once past it
+    size = json_bytes(value)
+    bounded = json_bytes(value, stop_above=limit if limit >= 0 else None)
+    if limit < 0 or size <= limit:
+        assert bounded == size
+    else:
+        assert bounded > limit
+
+
+summary_keys = st.sampled_from(["text", "a", "password", "api_key", "max_tokens", "x" * 7])
+summary_text = st.sampled_from(["", "hi", "twelve chars", Colour.RED]) | st.text(max_size=8)
+summary_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | summary_text,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(summary_keys | any_text, inner, max_size=4)
+    ),
+    max_leaves=16,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    value=st.dictionaries(summary_keys | any_text, summary_values, max_size=4),
+    max_chars=st.sampled_from([3, 6, 200]),
+)
+def test_a_read_only_summary_of_a_payload_is_the_summary_of_its_copy(
+    value: dict[str, Any], max_chars: int
+) -> None:
+    # A read-only payload the summary keeps as it is is its own summary (``summarize``'s
+    # shortcut); whatever the payload, the summary is the one a copy of it gets, type for type.
+    payload = _read_only(value)
+    summary = summarize(payload, max_chars=max_chars, read_only=True)
+    long_way = summarize(mutable_copy(payload), max_chars=max_chars, read_only=True)
+    assert summary == long_way
+    assert _shape(summary) == _shape(long_way)
+    if summary is payload:
+        assert payload and long_way is not payload
+
+
+def test_a_payload_kept_whole_is_its_own_summary_and_others_are_copied() -> None:
+    def summary(value: Any) -> Any:
+        payload = _read_only(value)
+        got = summarize(payload, read_only=True)
+        assert got == summarize(mutable_copy(payload), read_only=True)
+        return got is payload
+
+    assert summary({"text": "focus on item 1"})
+    assert summary({"tools": ["search", "fetch"], "n": 1, "x": None, "y": 0.5, "ok": True})
+    assert summary({"value": {"a": [1, {"b": "c"}]}})
+    assert summary({"a": list(range(255))})  # 256 items in all: every one kept
+    assert not summary({})  # the one shared empty summary
+    assert not summary({"password": "hunter2"})  # masked
+    assert not summary({"text": "x" * 201})  # cut
+    assert not summary({"k" * 201: "v"})  # a key cut
+    assert not summary({"a": list(range(256))})  # 257 items: a marker for the rest
+    assert not summary({"value": {}})  # an empty dict inside: the shared empty summary
+    deep: Any = "leaf"
+    for _ in range(40):
+        deep = [deep]
+    assert not summary({"deep": deep})  # deeper than MAX_SUMMARY_DEPTH: a marker

@@ -91,8 +91,66 @@ def summarize(
     ``MAX_SUMMARY_DEPTH`` levels shown as a marker (saying how many items it held), and at
     most ``MAX_SUMMARY_ITEMS`` items kept in all (a marker says how many a cut container
     held). ``read_only``: its dicts and lists are ``ReadOnlyDict``/``ReadOnlyList``, for a
-    summary that several events share."""
+    summary that several events share; then a value that is read-only already (a command's
+    payload) and that the summary would keep as it is (``_kept_whole``) is its own summary,
+    not copied: it cannot change, and every steering command's events take one."""
+    if (
+        read_only
+        and type(value) is ReadOnlyDict
+        and value
+        and _kept_whole(value, max_chars, secret_keys)
+    ):
+        return value
     return _summary(value, max_chars, secret_keys, 1, [MAX_SUMMARY_ITEMS], read_only)
+
+
+def _kept_whole(value: ReadOnlyDict, max_chars: int, secret_keys: frozenset[str]) -> bool:
+    """Whether ``_summary(value, ..., frozen=True)`` would equal ``value``, type for type at
+    every level: only read-only dicts (none empty: an empty one's summary is the shared
+    ``_EMPTY``) and lists, text keys no longer than ``max_chars`` and none secret-named,
+    text no longer than ``max_chars``, numbers, booleans and None, at most
+    ``MAX_SUMMARY_ITEMS`` items in all, no container deeper than ``MAX_SUMMARY_DEPTH``."""
+    left = MAX_SUMMARY_ITEMS
+    # (container, its level): a loop over a stack, not recursion (one payload per command)
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        container, level = stack.pop()
+        left -= len(container)
+        if left < 0 or level > MAX_SUMMARY_DEPTH:
+            return False
+        if type(container) is ReadOnlyDict:
+            for key, item in container.items():
+                if type(key) is not str or len(key) > max_chars or _is_secret(key, secret_keys):
+                    return False
+                if type(item) is str:  # the usual value
+                    if len(item) > max_chars:
+                        return False
+                elif not _kept_item(item, level, stack, max_chars):
+                    return False
+        else:
+            for item in container:
+                if type(item) is str:
+                    if len(item) > max_chars:
+                        return False
+                elif not _kept_item(item, level, stack, max_chars):
+                    return False
+    return True
+
+
+def _kept_item(item: Any, level: int, stack: list[tuple[Any, int]], max_chars: int) -> bool:
+    """``_kept_whole`` for an item that is no ``str``: a container goes on ``stack``."""
+    kind = type(item)
+    if kind is ReadOnlyDict:
+        if not item:
+            return False
+        stack.append((item, level + 1))
+        return True
+    if kind is ReadOnlyList:
+        stack.append((item, level + 1))
+        return True
+    if isinstance(item, str):  # a str subclass: kept as it is when short, as by ``_summary``
+        return len(item) <= max_chars
+    return item is None or isinstance(item, (bool, int, float))
 
 
 def _summary(
