@@ -98,6 +98,19 @@ def test_pending_lists_in_order_without_removing() -> None:
     assert len(q) == 2 and "late" in q
 
 
+def test_plain_puts_share_one_outcome_that_nothing_can_change() -> None:
+    # Most puts report the one shared outcome (queued, nothing superseded): a caller that
+    # appended to its list would report a supersession for every later put.
+    q = SteeringQueue()
+    first, second = q.put_nowait(cmd(cid="one")), q.put_nowait(cmd(cid="two"))
+    assert first is second and first.queued and not first.superseded
+    with pytest.raises(TypeError):
+        first.superseded.append((cmd(cid="x"), "y"))
+    outcome = q.put_nowait(cmd(K.CANCEL, cid="stop"))  # a conflict makes an outcome of its own
+    assert outcome is not first and len(outcome.superseded) == 2
+    assert not first.superseded and first.queued
+
+
 # --------------------------------------------------------------------------- cancel
 
 

@@ -19,6 +19,7 @@ from tinyagents.protocol.commands import (
     CONTROL_KINDS,
     GraphNodeTarget,
     GraphTaskTarget,
+    ReadOnlyList,
     SteeringCommand,
     SteeringDelivery,
     SteeringKind,
@@ -87,6 +88,11 @@ class PutOutcome(Record):
     queued: bool
     superseded: list[tuple[SteeringCommand, str]] = field(default_factory=list)
     rejected: str | None = None
+
+
+#: The outcome of most puts (queued, nothing superseded), one for all of them: a put makes
+#: no record and no list for it (every command is put). Never changed: its list refuses it.
+_QUEUED = PutOutcome(queued=True, superseded=ReadOnlyList())
 
 
 #: Kinds a newcomer can conflict with; indexed so a put never scans the whole queue.
@@ -170,7 +176,7 @@ class SteeringQueue:
             if not outcome.queued:
                 return outcome
         else:  # nothing it can conflict with: most commands (this runs for every one)
-            outcome = PutOutcome(queued=True)
+            outcome = _QUEUED
         # ``order_key(cmd, depth)``, the scope and the command, as one tuple (``_Item``)
         item = (depth, -cmd.priority, cmd.created_at, cmd.correlation_id, key[0], cmd)
         heap = self._heap

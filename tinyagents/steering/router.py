@@ -30,6 +30,7 @@ from tinyagents.events.redact import summarize
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
     AgentRunTarget,
+    AnyActor,
     AnyTarget,
     GraphNodeTarget,
     GraphTaskTarget,
@@ -75,9 +76,22 @@ _steering_event = SteeringEvent._trusted
 
 #: Where a correlation id is unique: (``dedupe_scope(actor)``, correlation id).
 _Key = tuple[str, str]
-#: The fields all of a command's events share but the target, actor, kind and correlation id
-#: (``_events_for``): run, root run, parent run, tenant, task, node and checkpoint ids.
-_Shared = tuple[str | None, str | None, str | None, str | None, str | None, str | None, str | None]
+#: The fields all of a command's events share but its payload's summary (``_events_for``):
+#: run, root run, parent run and tenant ids, target, actor, kind, correlation id, task, node
+#: and checkpoint ids.
+_Shared = tuple[
+    str | None,
+    str | None,
+    str | None,
+    str | None,
+    AnyTarget,
+    AnyActor,
+    SteeringKind,
+    str,
+    str | None,
+    str | None,
+    str | None,
+]
 #: The reason every command still open when an in-memory runtime closes fails with.
 CLOSED = "runtime closed before delivery"
 #: How many commands whose log write failed the router remembers (a retry takes its row over).
@@ -116,9 +130,9 @@ class _Tracked(Record):
     #: Events emitted before the command had a run (a thread target with no live run yet):
     #: filed in the run's history once one takes the command.
     early: list[SteeringEvent] | None = None
-    #: The fields all of this command's events share (but the target, actor and kind, read
-    #: from ``events_cmd``), made of ``events_cmd`` and ``events_info``: made again when
-    #: ``cmd`` (a transform) or ``info`` (the target resolved) is replaced.
+    #: The fields all of this command's events share (``_Shared``), made of ``events_cmd``
+    #: and ``events_info``: made again when ``cmd`` (a transform) or ``info`` (the target
+    #: resolved) is replaced.
     events: _Shared | None = None
     events_cmd: SteeringCommand | None = None
     #: ``events_cmd``'s payload summary, which all of its events share.
@@ -752,18 +766,14 @@ class SteeringRouter:
         tracked = self._tracked.get(_key(cmd)) or self._open(cmd)
         tracked.state = CommandState.DELIVERED
         # ``_value_``: the member's text without the ``value`` property's descriptor call
-        self._emit(
-            "steering.delivered",
-            tracked,
-            at=_clock.now() if at is None else at,
-            boundary=boundary._value_,
-            affected=where,
-        )
+        # by position: binding keywords costs more (this runs for every command)
+        at = _clock.now() if at is None else at
+        self._emit("steering.delivered", tracked, at, None, None, boundary._value_, where)
 
     def mark_applied(self, cmd: SteeringCommand, affected: dict[str, Any]) -> None:
         # ``_open(cmd)`` inline (it raises for a command not open)
         tracked = self._tracked.get(_key(cmd)) or self._open(cmd)
-        self._emit("steering.applied", tracked, affected=affected)
+        self._emit("steering.applied", tracked, None, None, None, None, affected)
 
     def mark_failed(self, cmd: SteeringCommand, reason: str) -> None:
         self._finish(self._open(cmd), "failed", reason=reason)
@@ -979,11 +989,17 @@ class SteeringRouter:
         self._announce(tracked, at)  # requested names the command as submitted
         tracked.cmd = command
         tracked.state = CommandState.ACCEPTED
-        extra: dict[str, Any] = {}
         if transforms:
-            extra["transformed_by"] = ",".join(p for p, _ in transforms)
-            extra["original_payload_summary"] = summarize(original.payload)
-        self._emit("steering.accepted", tracked, at=at, policy_id=policy_id, **extra)
+            self._emit(
+                "steering.accepted",
+                tracked,
+                at=at,
+                policy_id=policy_id,
+                transformed_by=",".join(p for p, _ in transforms),
+                original_payload_summary=summarize(original.payload),
+            )
+        else:  # most commands: no dict of keywords to build and unpack
+            self._emit("steering.accepted", tracked, at, policy_id)
         if handle.info.parent_run_id is not None:
             self._rollup(tracked, handle)
         if handle.info.status.finished:
@@ -1111,7 +1127,7 @@ class SteeringRouter:
             return
         tracked.announced = True
         self._tracked[tracked.key] = tracked
-        self._emit("steering.requested", tracked, at=at)
+        self._emit("steering.requested", tracked, at)
 
     def _forget_oldest_ids(self, newest: _Key) -> None:
         """Forget the oldest ids past the horizon; an open command's id goes to the back
@@ -1151,19 +1167,20 @@ class SteeringRouter:
         if outcome.rejected is not None:
             # _accept checked for this; the queue changed while the store was being written.
             self._finish(tracked, "failed", reason=outcome.rejected, policy_id="queue")
-        elif (
-            outcome.queued
-            and cmd.delivery is SteeringDelivery.IMMEDIATE
+            return
+        if not outcome.queued:
+            return
+        kind = cmd.kind
+        if (
+            cmd.delivery is SteeringDelivery.IMMEDIATE
             # a cancel's only (construction and ``submit`` refuse it for any other kind:
             # checked again all the same, as an interrupt by mistake costs a model call)
-            and cmd.kind is SteeringKind.CANCEL
+            and kind is SteeringKind.CANCEL
         ):
             handle.driver.interrupt_now(cmd)
-        elif outcome.queued and (
-            cmd.kind is SteeringKind.CONSTRAIN_TOOLS or cmd.kind is SteeringKind.CONSTRAIN_MODEL
-        ):
+        elif kind is SteeringKind.CONSTRAIN_TOOLS or kind is SteeringKind.CONSTRAIN_MODEL:
             handle.driver.narrowing_queued(cmd)
-        elif outcome.queued and (cmd.kind is SteeringKind.PAUSE or cmd.kind is SteeringKind.RESUME):
+        elif kind is SteeringKind.PAUSE or kind is SteeringKind.RESUME:
             handle.driver.pause_queued(cmd)
 
     def _rollup(self, tracked: _Tracked, handle: RunHandle) -> None:
@@ -1238,8 +1255,21 @@ class SteeringRouter:
             or tracked.events_info is not tracked.info
         ):
             events = _events_for(tracked, self.registry)
-        run_id, root_run_id, parent_run_id, tenant_id, task_id, node_id, checkpoint_id = events
-        cmd = tracked.cmd  # ``events_cmd``, as just checked
+        # (read from the tuple, not from the command: an attribute of a pydantic model costs
+        # more than a tuple's item, four events per command)
+        (
+            run_id,
+            root_run_id,
+            parent_run_id,
+            tenant_id,
+            target,
+            actor,
+            kind,
+            correlation_id,
+            task_id,
+            node_id,
+            checkpoint_id,
+        ) = events
         # Every field by position (``SteeringEvent(...)``'s keywords cost four fifths of it)
         event = _steering_event(
             type_,  # type: ignore[arg-type]
@@ -1248,10 +1278,10 @@ class SteeringRouter:
             root_run_id,
             parent_run_id,
             tenant_id,
-            cmd.target,
-            cmd.actor,
-            cmd.kind,
-            cmd.correlation_id,
+            target,
+            actor,
+            kind,
+            correlation_id,
             task_id,
             node_id,
             policy_id,
@@ -1342,10 +1372,20 @@ def _events_for(tracked: _Tracked, registry: RunRegistry) -> _Shared:
         run_id, root_run_id = info.run_id, info.root_run_id
         parent_run_id, tenant_id = info.parent_run_id, info.tenant_id
         task_id, node_id = task_id or info.task_id, node_id or info.node_id
-    # Not the target, actor, kind and correlation id, which ``_emit`` reads from
-    # ``events_cmd``, nor the payload's summary (``summary``): text only, in the order
-    # ``_emit`` passes them on.
-    events = (run_id, root_run_id, parent_run_id, tenant_id, task_id, node_id, cmd.checkpoint_id)
+    # Not the payload's summary (``summary``): in the order ``_emit`` passes them on.
+    events = (
+        run_id,
+        root_run_id,
+        parent_run_id,
+        tenant_id,
+        target,
+        cmd.actor,
+        cmd.kind,
+        cmd.correlation_id,
+        task_id,
+        node_id,
+        cmd.checkpoint_id,
+    )
     tracked.events = events
     # Read-only: the command's events share it (and a consumer's change would be theirs).
     tracked.summary = summarize(cmd.payload, read_only=True)
