@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sys
 import urllib.request
+from pathlib import Path
 from typing import Any, TypedDict
 
 import httpx
 from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate
-from operator_server import BASE, Served, eventually
+from operator_server import BASE, IDLE_S, Served, eventually
 
 from tinyagents.graph import END, START, StateGraph, interrupt
 from tinyagents.store.checkpoint import MemoryCheckpointer
@@ -117,3 +120,51 @@ async def test_the_probes_answers_meet_the_shapes_the_document_gives_them(served
     assert {"status", "checks"} <= _properties(doc, unready_schema)
     down = {"status": "unavailable", "checks": {"runtime": "ok", "store": "unavailable"}}
     assert not list(Draft202012Validator(unready_schema).iter_errors(down))
+
+
+async def _runs_list(token: str, *argv: str) -> list[dict[str, Any]]:
+    """``tinyagents runs list ARGV --json`` in a subprocess, ``token`` in its environment."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tinyagents", "runs", "list", *argv, "--json",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "TINYAGENTS_TOKEN": token},
+    )  # fmt: skip
+    try:
+        async with asyncio.timeout(60):
+            out, err = await proc.communicate()
+    finally:
+        if proc.returncode is None:  # cancelled (a wait that gave up): not left running
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0, err.decode()
+    return list(json.loads(out))
+
+
+async def test_runs_list_keeps_every_status_it_is_given(served: Served, tmp_path: Path) -> None:
+    """``runs list --status running --status paused`` listed the paused runs alone: the last
+    ``--status`` replaced the others, silently, where the API's repeated ``?status=`` (and the
+    console's live trees) mean any of them. Each ``--status`` given is kept, through the
+    server and through the store."""
+    running = await served.start_run("acme", think_s=IDLE_S)
+    paused = await served.start_run("acme", think_s=0.05)
+    receipt = await served.client.post(
+        f"{BASE}/runs/{paused.run_id}/pause", headers=served.as_("alice")
+    )
+    assert receipt.json()["status"] == "accepted", receipt.text
+
+    async def listed_paused() -> Any:
+        r = await served.client.get(f"{BASE}/runs/{paused.run_id}", headers=served.as_("alice"))
+        return r.json()["status"] == "paused"
+
+    await eventually(listed_paused)
+    both = {running.run_id: "running", paused.run_id: "paused"}
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    for where in (("--url", served.url), ("--store", store, "--tenant", "acme")):
+
+        async def shown(where: tuple[str, ...] = where) -> Any:
+            runs = await _runs_list(
+                served.tokens["alice"], "--status", "running", "--status", "paused", *where
+            )
+            return {r["run_id"]: r["status"] for r in runs} == both
+
+        await eventually(shown)

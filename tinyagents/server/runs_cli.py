@@ -165,9 +165,10 @@ def add_runs_command(sub: Any) -> None:
     listing = actions.add_parser("list", parents=[where], help="the runs, newest first")
     listing.add_argument(
         "--status",
+        action="append",  # repeated: any of them, as the API's ?status= (not the last alone)
         default=None,
         choices=[status.value for status in RunStatus],
-        help="only runs in this status",
+        help="only runs in this status (repeat: in any of them)",
     )
     listing.add_argument(
         "--root", type=run_id_arg, default=None, help="only the runs of this tree (a root id)"
@@ -240,7 +241,7 @@ def run_runs_command(args: argparse.Namespace) -> int | None:
 
 class Client(Protocol):
     async def list_runs(
-        self, status: str | None, root: str | None, *, limit: int, cursor: str | None
+        self, statuses: list[str], root: str | None, *, limit: int, cursor: str | None
     ) -> tuple[list[dict[str, Any]], str | None]:
         """A page of runs, newest first, and the cursor of the next (None: the last);
         ``RootNotFound`` when there is no ``root`` run the caller may see."""
@@ -362,7 +363,9 @@ async def _list(
     cursor = args.cursor
     while True:
         want = PAGE if args.all else min(PAGE, args.limit - len(runs))
-        page, cursor = await client.list_runs(args.status, args.root, limit=want, cursor=cursor)
+        page, cursor = await client.list_runs(
+            args.status or [], args.root, limit=want, cursor=cursor
+        )
         runs += page
         if cursor is None or (not args.all and len(runs) >= args.limit):
             return runs, cursor
@@ -527,7 +530,7 @@ class StoreClient:
         self.user = user
 
     async def list_runs(
-        self, status: str | None, root: str | None, *, limit: int, cursor: str | None
+        self, statuses: list[str], root: str | None, *, limit: int, cursor: str | None
     ) -> tuple[list[dict[str, Any]], str | None]:
         if cursor is not None:
             try:
@@ -547,7 +550,7 @@ class StoreClient:
         try:
             page = await self.control.page_runs(
                 tenant_id=self.tenant_id,
-                statuses=(status,) if status is not None else (),
+                statuses=tuple(dict.fromkeys(statuses)),
                 root_run_id=root,
                 cursor=cursor,
                 limit=limit,
@@ -628,13 +631,23 @@ class HttpClient:
         self.timeout_s = timeout_s
 
     async def _request(
-        self, method: str, path: str, *, params: dict[str, str] | None = None, body: Any = None
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str | list[str]] | None = None,
+        body: Any = None,
     ) -> tuple[int, Any]:
         code, data, _ = await self._request_links(method, path, params=params, body=body)
         return code, data
 
     async def _request_links(
-        self, method: str, path: str, *, params: dict[str, str] | None = None, body: Any = None
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str | list[str]] | None = None,
+        body: Any = None,
     ) -> tuple[int, Any, dict[Any, dict[str, str]]]:
         """The status, the JSON body and the ``Link`` header's links (by rel)."""
         import httpx  # lazy: only the --url client needs it
@@ -655,12 +668,12 @@ class HttpClient:
         return response.status_code, data, response.links
 
     async def list_runs(
-        self, status: str | None, root: str | None, *, limit: int, cursor: str | None
+        self, statuses: list[str], root: str | None, *, limit: int, cursor: str | None
     ) -> tuple[list[dict[str, Any]], str | None]:
         params = {
             k: v
             for k, v in (
-                ("status", status),
+                ("status", list(dict.fromkeys(statuses)) or None),
                 ("root_run_id", root),
                 ("limit", str(limit)),
                 ("cursor", cursor),
