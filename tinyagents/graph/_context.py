@@ -92,26 +92,45 @@ class Progress:
     """The idle clock of one timed attempt (``TimeoutPolicy.idle_timeout``): ``last``, when
     the node last made progress (``time.monotonic()``). ``beat``: ``heartbeat()``, always;
     ``moved``: what it streams or a ``@task`` it calls, only when ``auto``
-    (``refresh_on="auto"``). Set from the node's worker thread too: a float, read by the loop."""
+    (``refresh_on="auto"``). Set from the node's worker thread too: a float, read by the loop.
 
-    __slots__ = ("auto", "last")
+    ``outer``: the clock of the timed attempt of the node that called the sub-graph (or the
+    ``@task``) this attempt runs in, if any: progress here is progress there too, as
+    LangGraph's sub-graph reports its nodes' starts, ends and stream through its caller's
+    timed attempt (each clock takes a ``moved`` under its own ``refresh_on`` only)."""
 
-    def __init__(self, auto: bool) -> None:
+    __slots__ = ("auto", "last", "outer")
+
+    def __init__(self, auto: bool, outer: Progress | None = None) -> None:
         self.auto = auto
         self.last = time.monotonic()
+        self.outer = outer
 
     def beat(self) -> None:
         self.last = time.monotonic()
+        if self.outer is not None:
+            self.outer.beat()
 
     def moved(self) -> None:
         if self.auto:
             self.last = time.monotonic()
+        if self.outer is not None:
+            self.outer.moved()
 
 
 def progress_here() -> Progress | None:
-    """The idle clock of the timed node attempt running here, if any."""
+    """The idle clock progress made here counts on, if any: that of the timed node attempt
+    running here, else the one its run reports to (``GraphRun.progress``: a sub-graph's,
+    or a ``@task``'s, called inside a timed attempt)."""
     scope = _scope.get()
-    return scope.progress if isinstance(scope, TaskScope) else None
+    if isinstance(scope, TaskScope):
+        clock = scope.progress
+        if clock is None and scope.run is not None:
+            clock = scope.run.progress
+        return clock
+    if isinstance(scope, UnsavedScope) and scope.run is not None:
+        return scope.run.progress  # type: ignore[no-any-return]
+    return None
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)

@@ -196,7 +196,7 @@ class StateGraph:
             defaults["retry"] = _policies("set_node_defaults", retry_policy, "retry_policy")
         if cache_policy is not None:
             defaults["cache_policy"] = check_policy(cache_policy, "set_node_defaults")
-        policy = _timeout("set_node_defaults", timeout)
+        policy = timeout_policy("set_node_defaults", timeout)
         if policy is not None:
             defaults["timeout"] = policy
         return self
@@ -273,7 +273,7 @@ class StateGraph:
                 )
         if name in self.nodes:
             raise GraphValidationError(f"node {name!r} is already defined")
-        policy = _timeout(f"node {name!r}", timeout)
+        policy = timeout_policy(f"node {name!r}", timeout)
         if metadata is not None and not isinstance(metadata, dict):
             raise GraphValidationError(
                 f"node {name!r}: metadata must be a dict, got {type(metadata).__name__}"
@@ -740,9 +740,10 @@ def _not_a_node(name: Any, action: Any) -> NoReturn:
     )
 
 
-def _timeout(who: str, timeout: object) -> TimeoutPolicy | None:
-    """A node's ``timeout=`` as its ``TimeoutPolicy``: seconds (or a ``timedelta``) are its
-    ``run_timeout``; a ``TimeoutPolicy``, ours or LangGraph's, is checked as such."""
+def timeout_policy(who: str, timeout: object) -> TimeoutPolicy | None:
+    """A node's (a ``@task``'s, an ``@entrypoint``'s) ``timeout=`` as its ``TimeoutPolicy``:
+    seconds (or a ``timedelta``) are its ``run_timeout``; a ``TimeoutPolicy``, ours or
+    LangGraph's, is checked as such. ``who`` names it in the ``GraphValidationError``."""
     if timeout is None or (isinstance(timeout, (int, float)) and not isinstance(timeout, bool)):
         _check_timeout(who, timeout)
     try:

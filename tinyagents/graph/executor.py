@@ -30,8 +30,10 @@ from tinyagents.graph._context import (
     CalledCommand,
     NodeInterrupt,
     ParentCommand,
+    Progress,
     UnsavedScope,
     enclosing_scope,
+    progress_here,
     reset_scope,
     set_scope,
     user_failure,
@@ -198,6 +200,12 @@ class GraphRun:
     #: sub-graph's run has its parent's, ``child_run``): ``GraphRuntime.context`` of its
     #: nodes. Never saved. (Set only when given, as ``max_concurrency``.)
     context: Any = None
+    #: a sub-graph's (or a ``@task``'s) run called inside a node attempt with an idle
+    #: timeout: that attempt's clock (``child_run``), which the run's start, each of its
+    #: steps' end (``outcome``) and each task's end in a step of several (``run_tasks``), and
+    #: what its nodes stream, their heartbeats and ``@task`` calls move on, as LangGraph's
+    #: callbacks of a sub-graph's nodes refresh its caller. (Set only when there is one.)
+    progress: Progress | None = None
 
     def __init__(
         self,
@@ -307,9 +315,14 @@ class GraphRun:
             set_scope(UnsavedScope(self.unsaved_by, self)) if self.checkpointer is None else None
         )
         stream = self.stream
+        # (``nested``, an instance attribute, read first: the class's ``progress`` is a slow
+        # lookup, and a top-level run never has one)
+        clock = self.progress if self.nested else None
         try:
             while True:
                 step = await self.advance()
+                if clock is not None:  # a step ended, the next begins: the caller's progress
+                    clock.moved()
                 if stream is not None:
                     stream.step(self, step)
                 result = step.result
@@ -683,6 +696,10 @@ class GraphRun:
                 # so a task answered rightly in the same resume is not cut short after its
                 # side effects, to run them again
                 refused.append(failed)
+            finally:
+                clock = self.progress if self.nested else None
+                if clock is not None:  # a task ended: progress of the timed node calling it
+                    clock.moved()
 
         limit = self.max_concurrency
         if limit is not None and len(runnable) > limit:
@@ -1355,6 +1372,10 @@ class GraphRun:
         )
         if self.context is not None:
             child.context = self.context
+        clock = progress_here()  # (the calling node's attempt's, or what its run reports to)
+        if clock is not None:
+            child.progress = clock
+            clock.moved()  # the sub-graph starts
         top = self._top
         child._top = (self, task) if top is None else top
         if own is False and self.checkpointer is not None:

@@ -28,11 +28,11 @@ import weakref
 from collections.abc import Callable, Generator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
 
 from pydantic import TypeAdapter
 
-from tinyagents._threads import in_own_thread
 from tinyagents.errors import GraphError, GraphValidationError, SyncInAsyncError
 from tinyagents.graph import calls
 from tinyagents.graph._context import (
@@ -41,10 +41,11 @@ from tinyagents.graph._context import (
     UnsavedScope,
     caller_loop,
     enclosing_scope,
+    progress_here,
     run_blocking,
     thread_attempt,
 )
-from tinyagents.graph.builder import CONTEXT_PARAMS, StateGraph
+from tinyagents.graph.builder import CONTEXT_PARAMS, StateGraph, timeout_policy
 from tinyagents.graph.caching import (
     CachePolicy,
     bind_task,
@@ -58,12 +59,14 @@ from tinyagents.graph.func_stream import TASK_ARGS, EntryStream
 from tinyagents.graph.graph_runtime import Durability, check_context_schema, context_kwargs
 from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.longterm import check_store
+from tinyagents.graph.tasks import in_node_thread
 from tinyagents.graph.types import (
     END,
     START,
     RetryPolicy,
     StateSnapshot,
     StateUpdate,
+    TimeoutPolicy,
 )
 from tinyagents.store.cache.base import BaseCache
 from tinyagents.store.checkpoint.base import Checkpointer
@@ -268,12 +271,15 @@ class Task(Generic[T]):
         name: str | None = None,
         retry: RetryPolicy | Sequence[RetryPolicy] | None = None,
         cache_policy: CachePolicy | None = None,
+        timeout: float | timedelta | TimeoutPolicy | None = None,
     ) -> None:
         if not callable(func):
             raise TypeError(f"@task decorates a function, got {type(func).__name__}")
         self.func = func
         self.name: str = name or _name_of(func)
         self.cache_policy = check_policy(cache_policy, f"task {self.name!r}")
+        #: each call's attempts are bounded by it, as a node's by ``add_node(timeout=...)``
+        self.timeout = timeout_policy(f"task {self.name!r}", timeout)
         #: its graph bound to the cache of each graph that called it (``_graph_for``)
         self._cached: weakref.WeakKeyDictionary[BaseCache, CompiledGraph] = (
             weakref.WeakKeyDictionary()
@@ -294,16 +300,17 @@ class Task(Generic[T]):
                 # tasks run side by side, and one may wait for a task it calls (.result())
                 args, kwargs = TASK_ARGS.get()
                 kwargs = _given_context(context, ctx, kwargs, threaded=True)
+                # (what its thread streams or calls once a timeout= ended its attempt is
+                # dropped or refused, as a sync node's: ``in_node_thread``)
+                loop = asyncio.get_running_loop()
                 token = None
                 if _CALL.get() is None:  # called from a graph node: the loop to run on
-                    token = _CALL.set(_EntryCall(asyncio.get_running_loop()))
-                loop_token = caller_loop.set(asyncio.get_running_loop())
+                    token = _CALL.set(_EntryCall(loop))
                 try:
-                    out = await in_own_thread(
-                        functools.partial(func, *args, **kwargs), name=f"task {self.name}"
+                    out = await in_node_thread(
+                        loop, self.name, functools.partial(func, *args, **kwargs)
                     )
                 finally:
-                    caller_loop.reset(loop_token)
                     if token is not None:
                         _CALL.reset(token)
                 return {"output": out}
@@ -312,7 +319,11 @@ class Task(Generic[T]):
         returns = _hints(func).get("return", Any)
         state = _typed_state(_TaskState, "_TaskState", {"output": returns})
         builder = _TaskBuilder(state).add_node(
-            self.name, node, retry_policy=retry, cache_policy=self.cache_policy
+            self.name,
+            node,
+            retry_policy=retry,
+            cache_policy=self.cache_policy,
+            timeout=self.timeout,
         )
         self._builder = builder.add_edge(START, self.name).add_edge(self.name, END)
         self.graph = self._builder.compile(name=self.name)
@@ -369,8 +380,9 @@ class Task(Generic[T]):
                 f"task {self.name!r} was called after its node's attempt timed out (a sync "
                 "node's thread goes on after its timeout=): it is not run"
             )
-        if isinstance(scope, TaskScope) and scope.progress is not None:
-            scope.progress.moved()  # a call is progress of a node with an idle timeout
+        clock = progress_here()
+        if clock is not None:
+            clock.moved()  # a call is progress of a node with an idle timeout
         coro = self._call(scope, args, kwargs)
         future: asyncio.Future[T] | concurrent.futures.Future[T]
         try:
@@ -420,15 +432,25 @@ def task(
     name: str | None = None,
     retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
     cache_policy: CachePolicy | None = None,
+    timeout: float | timedelta | TimeoutPolicy | None = None,
 ) -> Any:
     """Make ``func`` (sync or async) a task (LangGraph's ``@task``): ``@task`` or
-    ``@task(name=..., retry_policy=RetryPolicy(...), cache_policy=CachePolicy(...))``. With a
-    ``cache_policy``, a call inside an ``@entrypoint(cache=...)`` (or a node of a graph
-    compiled with ``cache=``) whose arguments make a key the cache holds returns that result
-    without running. See ``Task``."""
+    ``@task(name=..., retry_policy=RetryPolicy(...), cache_policy=CachePolicy(...),
+    timeout=...)``. With a ``cache_policy``, a call inside an ``@entrypoint(cache=...)`` (or a
+    node of a graph compiled with ``cache=``) whose arguments make a key the cache holds
+    returns that result without running. ``timeout`` bounds each attempt of a call as
+    ``add_node``'s does a node's (seconds, a ``timedelta`` or a ``TimeoutPolicy``; checked
+    here, before the function is given). See ``Task``."""
+    policy = timeout_policy("task", timeout)
+    options: dict[str, Any] = {
+        "name": name,
+        "retry": retry_policy,
+        "cache_policy": cache_policy,
+        "timeout": policy,
+    }
     if func is None:
-        return lambda f: Task(f, name=name, retry=retry_policy, cache_policy=cache_policy)
-    return Task(func, name=name, retry=retry_policy, cache_policy=cache_policy)
+        return lambda f: Task(f, **options)
+    return Task(func, **options)
 
 
 class Entrypoint(CompiledGraph):
@@ -641,10 +663,13 @@ class entrypoint:
         store: GraphStore | None = None,
         context_schema: Any = None,
         cache_policy: CachePolicy | None = None,
+        timeout: float | timedelta | TimeoutPolicy | None = None,
     ) -> None:
         self.checkpointer = checkpointer
         self.name = name
         self.retry_policy = retry_policy
+        #: each attempt of the function is bounded by it, as a node's by ``add_node``'s
+        self.timeout = timeout_policy("entrypoint", timeout)
         #: the entrypoint's own result, cached in ``cache`` keyed by its input
         self.cache_policy = check_policy(cache_policy, "entrypoint")
         #: where its ``@task(cache_policy=...)`` calls keep their results
@@ -676,14 +701,11 @@ class entrypoint:
                     if is_async:
                         out = await func(state.get("input"), **kwargs)
                     else:
-                        loop_token = caller_loop.set(call.loop)
-                        try:
-                            out = await in_own_thread(
-                                functools.partial(func, state.get("input"), **kwargs),
-                                name=f"entrypoint {node_name}",
-                            )
-                        finally:
-                            caller_loop.reset(loop_token)
+                        out = await in_node_thread(
+                            call.loop,
+                            node_name,
+                            functools.partial(func, state.get("input"), **kwargs),
+                        )
                 except asyncio.CancelledError:
                     call.cancel()
                     raise
@@ -720,7 +742,11 @@ class entrypoint:
             # its namespace names the function, as LangGraph's (``caching.namespace``)
             node.__module__, node.__qualname__ = func.__module__, func.__qualname__
         builder = _EntryBuilder(state, context_schema=self.context_schema).add_node(
-            node_name, node, retry_policy=self.retry_policy, cache_policy=policy
+            node_name,
+            node,
+            retry_policy=self.retry_policy,
+            cache_policy=policy,
+            timeout=self.timeout,
         )
         builder.add_edge(START, node_name).add_edge(node_name, END)
         made = builder.compile(

@@ -71,7 +71,7 @@ def _moving(writer: Callable[[Any], None]) -> Callable[[Any], None]:
     """``writer``, which under ``refresh_on="auto"`` also counts as the attempt's progress
     (streamed or not, as LangGraph's guarded writer)."""
     clock = progress_here()
-    if clock is None or not clock.auto:
+    if clock is None:
         return writer
 
     def write(value: Any) -> None:

@@ -251,6 +251,9 @@ class TaskRun(Protocol):
     @property
     def runtime(self) -> RunHost | None: ...
 
+    @property
+    def progress(self) -> Progress | None: ...
+
     def view(self) -> Any: ...
 
     def view_for(self, spec: NodeSpec) -> Any: ...
@@ -413,11 +416,11 @@ async def _invoke(run: TaskRun, task: Task, attempt: int) -> Any:
                 fn, args = functools.partial(fn, **context_kwargs(spec.ctx_names, ctx)), (arg,)
             if threaded:
                 ctx._loop, ctx._attempt = asyncio.get_running_loop(), ThreadAttempt()
-                out = await _in_thread(ctx._loop, task.node, fn, *args, attempt=ctx._attempt)
+                out = await in_node_thread(ctx._loop, task.node, fn, *args, attempt=ctx._attempt)
             else:
                 out = fn(*args)
         elif threaded:
-            out = await _in_thread(asyncio.get_running_loop(), task.node, fn, arg)
+            out = await in_node_thread(asyncio.get_running_loop(), task.node, fn, arg)
         else:
             out = fn(arg)
         if spec.is_async or inspect.isawaitable(out):
@@ -548,7 +551,7 @@ async def _timed(run: TaskRun, task: Task, attempt: int, scope: TaskScope) -> An
             if idle_timeout is None:
                 return await _output(run, task, attempt)
             idle_s = idle_timeout
-            clock = scope.progress = Progress(policy.refresh_on == "auto")
+            clock = scope.progress = Progress(policy.refresh_on == "auto", run.progress)
             check: asyncio.TimerHandle | None = None
 
             def idle() -> None:  # at the idle deadline: moved on since, or timed out?
@@ -595,6 +598,7 @@ __all__ = [
     "Writes",
     "call_node",
     "called_output",
+    "in_node_thread",
     "read_output",
     "settle",
     "shown",
@@ -603,7 +607,7 @@ __all__ = [
 ]
 
 
-async def _in_thread(
+async def in_node_thread(
     loop: asyncio.AbstractEventLoop,
     node: str,
     fn: Callable[..., Any],
