@@ -17,10 +17,13 @@ import threading
 from typing import Any, TypedDict
 
 import pytest
-from langgraph_kit import OURS, THEIRS, func_of, lg_errors, lg_types
+from langgraph_kit import OURS, THEIRS, func_of, lg_errors, lg_memory, lg_types
 
+from tinyagents import Runtime
 from tinyagents.errors import GraphError, GraphValidationError, NodeTimeoutError
 from tinyagents.graph import (
+    ExecutionInfo,
+    GraphRuntime,
     RetryPolicy,
     TimeoutPolicy,
     entrypoint,
@@ -28,6 +31,7 @@ from tinyagents.graph import (
     get_stream_writer,
     task,
 )
+from tinyagents.store.checkpoint import MemoryCheckpointer
 
 lg_runtime = pytest.importorskip("langgraph.runtime")
 lg_config = pytest.importorskip("langgraph.config")
@@ -527,3 +531,161 @@ async def test_a_timed_sub_graph_node_reports_to_its_own_clock_and_its_callers()
             error = result.error
             assert isinstance(error, NodeTimeoutError)
             assert (error.node, error.kind) == expected
+
+
+# -- Runtime.execution_info ----------------------------------------------------------------------
+
+
+class Foo(TypedDict):
+    foo: str
+
+
+def runtime_type(g: Any) -> Any:
+    return GraphRuntime if g is OURS else lg_runtime.Runtime
+
+
+async def run_graph(g: Any, graph: Any, inp: Any, thread: str | None = None) -> Any:
+    if g is THEIRS:
+        config = {"configurable": {"thread_id": thread}} if thread else None
+        return await graph.ainvoke(inp, config)
+    result = await graph.run(inp, thread_id=thread)
+    if result.error is not None:
+        raise result.error
+    return result.state
+
+
+def saver(g: Any) -> Any:
+    return MemoryCheckpointer() if g is OURS else lg_memory.InMemorySaver()
+
+
+async def test_execution_info_counts_the_attempts_of_a_retried_node() -> None:
+    # LangGraph: test_retry.py::test_graph_with_single_retry_policy (its execution_info part)
+    # and test_execution_info_identity_fields_populated_on_retry
+    async def program(g: Any) -> Any:
+        infos: list[Any] = []
+
+        def failing_node(state: Foo, runtime: runtime_type(g)) -> Foo:  # type: ignore[valid-type]
+            infos.append(runtime.execution_info)  # type: ignore[attr-defined]
+            if len(infos) < 3:
+                raise ValueError("Intentional failure")
+            return {"foo": "success"}
+
+        policy = retry_of(
+            g, max_attempts=3, initial_interval=0.01, jitter=False, retry_on=ValueError
+        )
+        graph = (
+            g.StateGraph(Foo)
+            .add_node("failing_node", failing_node, retry_policy=policy)
+            .add_edge(g.START, "failing_node")
+            .compile(checkpointer=saver(g))
+        )
+        result = await run_graph(g, graph, {"foo": ""}, thread="retry-thread")
+        first = infos[0].node_first_attempt_time
+        assert isinstance(first, float)
+        assert all(i.node_first_attempt_time == first for i in infos)
+        assert len({i.task_id for i in infos}) == 1 and len({i.checkpoint_id for i in infos}) == 1
+        assert all(i.checkpoint_ns == f"failing_node:{i.task_id}" for i in infos)
+        assert all(isinstance(i.checkpoint_id, str) for i in infos)
+        return (
+            result,
+            [i.node_attempt for i in infos],
+            [i.thread_id for i in infos],
+            [i.run_id for i in infos],
+        )
+
+    assert await both(program) == (
+        {"foo": "success"},
+        [1, 2, 3],
+        ["retry-thread"] * 3,
+        [None] * 3,
+    )
+
+
+async def test_execution_info_without_retry_or_checkpointer() -> None:
+    # LangGraph: test_retry.py::test_runtime_execution_info_defaults_without_retry, and
+    # get_runtime() in a node: no checkpointer, so no thread (and, ours, no checkpoint id)
+    async def program(g: Any) -> Any:
+        captured: list[Any] = []
+
+        def node(state: Foo, runtime: runtime_type(g)) -> Foo:  # type: ignore[valid-type]
+            captured.append(runtime.execution_info)  # type: ignore[attr-defined]
+            captured.append(runtime_of(g).execution_info)
+            return {"foo": "ok"}
+
+        graph = g.StateGraph(Foo).add_node("node", node).add_edge(g.START, "node").compile()
+        result = await run_graph(g, graph, {"foo": ""})
+        param, got = captured
+        assert isinstance(param.node_first_attempt_time, float)
+        assert param.task_id == got.task_id and param.checkpoint_ns == f"node:{param.task_id}"
+        return result, param.node_attempt, param.thread_id, param.run_id, got.node_attempt
+
+    assert await both(program) == ({"foo": "ok"}, 1, None, None, 1)
+
+
+async def test_execution_info_of_a_sub_graph_node_names_its_namespace() -> None:
+    async def program(g: Any) -> Any:
+        seen: list[Any] = []
+
+        def inner(state: Foo, runtime: runtime_type(g)) -> Foo:  # type: ignore[valid-type]
+            seen.append(runtime.execution_info)  # type: ignore[attr-defined]
+            return {"foo": "inner"}
+
+        sub = g.StateGraph(Foo).add_node("inner", inner).add_edge(g.START, "inner").compile()
+        graph = (
+            g.StateGraph(Foo)
+            .add_node("outer", sub)
+            .add_edge(g.START, "outer")
+            .compile(checkpointer=saver(g))
+        )
+        await run_graph(g, graph, {"foo": ""}, thread="t")
+        (info,) = seen
+        outer, inner_ns = info.checkpoint_ns.split("|")
+        assert inner_ns == f"inner:{info.task_id}"
+        return outer.split(":")[0], info.thread_id, info.node_attempt
+
+    assert await both(program) == ("outer", "t", 1)
+
+
+def test_execution_info_is_none_outside_a_node_and_server_info_always() -> None:
+    assert GraphRuntime().execution_info is None and GraphRuntime().server_info is None
+    info = ExecutionInfo(checkpoint_id=None, checkpoint_ns="n:1", task_id="1")
+    assert info.patch(node_attempt=2) == ExecutionInfo(
+        checkpoint_id=None, checkpoint_ns="n:1", task_id="1", node_attempt=2
+    )
+    assert info.node_attempt == 1  # (patch makes a copy)
+
+
+async def test_a_plain_node_of_an_unsaved_run_has_no_first_attempt_time() -> None:
+    # the executor calls it inline, untimed (timing every plain node would cost each call);
+    # the rest of its execution_info is there
+    seen: list[Any] = []
+
+    def plain(state: Foo) -> Foo:
+        seen.append(get_runtime().execution_info)
+        return {"foo": "x"}
+
+    graph = OURS.StateGraph(Foo).add_node("plain", plain).add_edge(OURS.START, "plain").compile()
+    await graph.run({"foo": ""})
+    (info,) = seen
+    assert info.node_first_attempt_time is None
+    assert (info.node_attempt, info.checkpoint_ns) == (1, f"plain:{info.task_id}")
+
+
+async def test_a_runtime_run_id_is_the_execution_infos() -> None:
+    async with Runtime(testing=True) as rt:
+        seen: list[Any] = []
+
+        def node(state: Foo, runtime: GraphRuntime) -> Foo:
+            seen.append(runtime.execution_info)
+            return {"foo": "x"}
+
+        graph = (
+            OURS.StateGraph(Foo)
+            .add_node("node", node)
+            .add_edge(OURS.START, "node")
+            .compile(checkpointer=MemoryCheckpointer())
+        )
+        handle = await rt.start_graph(graph, {"foo": ""}, thread_id="rt-thread")
+        await handle.result()
+    (info,) = seen
+    assert info.run_id == handle.run_id and info.thread_id == "rt-thread"

@@ -27,7 +27,12 @@ from tinyagents.graph.caching import CachePolicy
 from tinyagents.graph.compiled import CompiledGraph
 from tinyagents.graph.context import NodeContext
 from tinyagents.graph.func import Entrypoint, Task, TaskFuture, entrypoint, task
-from tinyagents.graph.graph_runtime import GraphRuntime, get_runtime, get_stream_writer
+from tinyagents.graph.graph_runtime import (
+    ExecutionInfo,
+    GraphRuntime,
+    get_runtime,
+    get_stream_writer,
+)
 from tinyagents.graph.interrupts import Interrupt, is_invalid_resume
 from tinyagents.graph.longterm import get_store
 from tinyagents.graph.reducers import (
@@ -69,6 +74,7 @@ __all__ = [
     "Command",
     "CompiledGraph",
     "Entrypoint",
+    "ExecutionInfo",
     "GraphResult",
     "GraphRuntime",
     "GraphStatus",

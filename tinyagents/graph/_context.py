@@ -155,6 +155,9 @@ class TaskScope(Record):
     #: the idle clock of the node's attempt when its ``TimeoutPolicy`` has an
     #: ``idle_timeout`` (``tasks._timed``), else None
     progress: Progress | None = None
+    #: when the node's first attempt began (``time.time()``, set by ``tasks.call_node``):
+    #: ``GraphRuntime.execution_info.node_first_attempt_time``
+    began: float | None = None
 
     def restart(self) -> None:
         """A new attempt of the node: it counts its interrupts and sub-graph calls anew."""

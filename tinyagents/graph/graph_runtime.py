@@ -82,19 +82,71 @@ def _moving(writer: Callable[[Any], None]) -> Callable[[Any], None]:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class ExecutionInfo(FrozenRecord):
+    """Where the node (or task) reading it runs, LangGraph 1.2's ``Runtime.execution_info``:
+    ``checkpoint_id``, the checkpoint its step runs from (None in a run without
+    checkpointer, which saves none); ``checkpoint_ns``, its task's namespace
+    (``"node:task_id"``, under its sub-graph's); ``task_id``; ``thread_id`` (None without
+    checkpointer, as LangGraph's); ``run_id``, the ``Runtime``'s run (None outside one);
+    ``node_attempt``, counted from 1 across retries; ``node_first_attempt_time``, when its
+    first attempt began (``time.time()``; None for a plain node of a run that saves nothing,
+    which the executor calls inline, untimed)."""
+
+    checkpoint_id: str | None
+    checkpoint_ns: str
+    task_id: str
+    thread_id: str | None = None
+    run_id: str | None = None
+    node_attempt: int = 1
+    node_first_attempt_time: float | None = None
+
+    def patch(self, **overrides: Any) -> ExecutionInfo:
+        """A copy with ``overrides`` (LangGraph's ``ExecutionInfo.patch``)."""
+        return replace(self, **overrides)
+
+
+def execution_info_here() -> ExecutionInfo | None:
+    """The ``ExecutionInfo`` of the node or task running here, None outside one (or in a
+    router on ``START``, which runs as the input is applied, before any task)."""
+    scope = enclosing_scope()
+    if scope is None:
+        return None
+    task, run = scope.task, scope.run
+    if task is None or run is None:
+        return None
+    began = scope.began if isinstance(scope, TaskScope) else None
+    head = run.head
+    ns = f"{task.node}:{task.id}"
+    saved = run.checkpointer is not None
+    return ExecutionInfo(
+        checkpoint_id=head.checkpoint_id if saved else None,
+        checkpoint_ns=f"{head.ns}|{ns}" if head.ns else ns,
+        task_id=task.id,
+        thread_id=head.thread_id if saved else None,
+        run_id=run.run_id,
+        node_attempt=task.attempts or 1,
+        node_first_attempt_time=began,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class GraphRuntime(FrozenRecord, Generic[ContextT]):
     """The run's ``context`` (``run(..., context=)``, None when not given), its long-term
     ``store`` (the graph's ``compile(store=...)``, a sub-graph's parent's: what a parameter
     named ``store`` gets, ``longterm.node_store``; None without one), the ``stream_writer``
     of the task (its ``custom`` stream items) and, for an ``@entrypoint``, the ``previous`` value its thread saved.
     ``heartbeat()``: the node's attempt is making progress (LangGraph 1.2's), which holds off
-    its ``TimeoutPolicy(idle_timeout=...)``; nothing without one."""
+    its ``TimeoutPolicy(idle_timeout=...)``; nothing without one. ``execution_info``: where
+    the node runs (``ExecutionInfo``; None outside a node or task). ``server_info`` is always
+    None, as LangGraph's outside LangGraph Server (no server injects one here)."""
 
     context: ContextT = None  # type: ignore[assignment]
     store: Any = None
     stream_writer: Callable[[Any], None] = _no_writer
     previous: Any = None
     heartbeat: Callable[[], None] = _no_heartbeat
+    execution_info: ExecutionInfo | None = None
+    server_info: None = None
 
     def override(self, **changes: Any) -> GraphRuntime[ContextT]:
         """A copy with ``changes`` (LangGraph's ``Runtime.override``)."""
@@ -136,6 +188,7 @@ def runtime_of(
         stream_writer=ctx.emit,  # type: ignore[union-attr]
         previous=previous,
         heartbeat=_heartbeat_here(),
+        execution_info=execution_info_here(),
     )
 
 
@@ -195,13 +248,17 @@ def get_runtime(context_schema: type[ContextT] | None = None) -> GraphRuntime[Co
     # (no task: a plain node on the executor's fast path, in a run that is not streamed)
     streamed = task is not None and run.stream is not None
     writer = _task_writer(run, task.id) if streamed else _no_writer
+    info = execution_info_here()
     if progress_here() is None:
-        return GraphRuntime(context=run.context, store=run_store(run), stream_writer=writer)
+        return GraphRuntime(
+            context=run.context, store=run_store(run), stream_writer=writer, execution_info=info
+        )
     return GraphRuntime(
         context=run.context,
         store=run_store(run),
         stream_writer=_moving(writer),
         heartbeat=_heartbeat_here(),
+        execution_info=info,
     )
 
 
@@ -299,6 +356,7 @@ def check_durability(durability: Any, *, steered: bool = False) -> None:
 
 __all__ = [
     "Durability",
+    "ExecutionInfo",
     "GraphRuntime",
     "check_context_schema",
     "check_durability",

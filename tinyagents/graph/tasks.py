@@ -488,6 +488,7 @@ async def call_node(run: TaskRun, task: Task) -> None:
         resume=task.resume,
         checkpointed=run.checkpointer is not None,
         run=run,
+        began=time.time(),
     )
     if run.unsaved_by is not None:
         scope.unsaved_by = run.unsaved_by
