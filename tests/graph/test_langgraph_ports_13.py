@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
+import time
 from typing import Any, TypedDict
 
 import pytest
@@ -689,3 +690,50 @@ async def test_a_runtime_run_id_is_the_execution_infos() -> None:
         await handle.result()
     (info,) = seen
     assert info.run_id == handle.run_id and info.thread_id == "rt-thread"
+
+
+# -- more of LangGraph's test_retry.py -----------------------------------------------------------
+
+
+def one_timed_node(g: Any, node: Any, policy: Any) -> Any:
+    return (
+        g.StateGraph(X)
+        .add_node("n", node, timeout=policy)
+        .add_edge(g.START, "n")
+        .add_edge("n", g.END)
+        .compile()
+    )
+
+
+@pytest.mark.parametrize("kind", ["idle", "run"])
+async def test_a_timeout_cannot_be_swallowed(kind: str) -> None:
+    # LangGraph: test_retry.py::test_arun_with_retry_timeout_cannot_be_swallowed (on a graph):
+    # a node that catches the timeout's cancel and returns still timed out; what it returned
+    # is not the step's
+    async def program(g: Any) -> Any:
+        async def stubborn(state: X) -> X:
+            try:
+                await asyncio.sleep(2)
+            except asyncio.CancelledError:
+                await asyncio.sleep(0)
+                return {"x": -1}
+            return {"x": 1}
+
+        policy = policy_of(g, **{f"{kind}_timeout": 0.05})
+        return await graph_outcome(g, one_timed_node(g, stubborn, policy))
+
+    assert await both(program) == ("n", kind)
+
+
+async def test_a_blocking_call_in_an_async_node_outlasts_its_timeout() -> None:
+    # LangGraph: test_retry.py::test_sync_sleep_in_async_node_bypasses_timeout_and_emits_
+    # finish_success: a node that blocks the event loop (time.sleep) past its idle timeout
+    # and returns without awaiting is not timed out (nothing can fire meanwhile)
+    async def program(g: Any) -> Any:
+        async def blocking(state: X) -> X:
+            time.sleep(0.1)
+            return {"x": 1}
+
+        return await graph_outcome(g, one_timed_node(g, blocking, policy_of(g, idle_timeout=0.05)))
+
+    assert await both(program) == {"x": 1}

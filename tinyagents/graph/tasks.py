@@ -539,7 +539,9 @@ async def _timed(run: TaskRun, task: Task, attempt: int, scope: TaskScope) -> An
     and, with an ``idle_timeout``, never that long without progress (``scope.progress``,
     the clock ``heartbeat()`` and, under ``refresh_on="auto"``, what it streams and the
     ``@task`` calls it makes move on), else a ``NodeTimeoutError`` of that ``kind`` (a
-    ``TimeoutError`` the node raised itself is raised as it is, as LangGraph's is)."""
+    ``TimeoutError`` the node raised itself is raised as it is, as LangGraph's is). A node
+    that catches the timeout's cancel and returns timed out all the same, as LangGraph's:
+    what it returned is dropped."""
     policy = task.spec.timeout
     assert policy is not None
     run_timeout, idle_timeout = policy.seconds()
@@ -547,42 +549,47 @@ async def _timed(run: TaskRun, task: Task, attempt: int, scope: TaskScope) -> An
     began = loop.time()
     deadline = None if run_timeout is None else began + run_timeout
     kind = "run"
+    cause: TimeoutError | None = None
     try:
         async with asyncio.timeout_at(deadline) as bound:
             if idle_timeout is None:
-                return await _output(run, task, attempt)
-            idle_s = idle_timeout
-            clock = scope.progress = Progress(policy.refresh_on == "auto", run.progress)
-            check: asyncio.TimerHandle | None = None
+                out = await _output(run, task, attempt)
+            else:
+                idle_s = idle_timeout
+                clock = scope.progress = Progress(policy.refresh_on == "auto", run.progress)
+                check: asyncio.TimerHandle | None = None
 
-            def idle() -> None:  # at the idle deadline: moved on since, or timed out?
-                nonlocal check, kind
-                left = clock.last + idle_s - time.monotonic()
-                if left > 0:
-                    check = loop.call_later(left, idle)
-                elif not bound.expired():
-                    kind = "idle"
-                    bound.reschedule(loop.time())
+                def idle() -> None:  # at the idle deadline: moved on since, or timed out?
+                    nonlocal check, kind
+                    left = clock.last + idle_s - time.monotonic()
+                    if left > 0:
+                        check = loop.call_later(left, idle)
+                    elif not bound.expired():
+                        kind = "idle"
+                        bound.reschedule(loop.time())
 
-            check = loop.call_later(idle_s, idle)
-            try:
-                return await _output(run, task, attempt)
-            finally:
-                check.cancel()
-                scope.progress = None
+                check = loop.call_later(idle_s, idle)
+                try:
+                    out = await _output(run, task, attempt)
+                finally:
+                    check.cancel()
+                    scope.progress = None
+        if not bound.expired():
+            return out
     except TimeoutError as exc:
         if not bound.expired():
             raise
-        fired = idle_timeout if kind == "idle" else run_timeout
-        assert fired is not None
-        raise NodeTimeoutError(
-            task.node,
-            fired,
-            loop.time() - began,
-            kind=kind,
-            run_timeout=run_timeout,
-            idle_timeout=idle_timeout,
-        ) from exc
+        cause = exc
+    fired = idle_timeout if kind == "idle" else run_timeout
+    assert fired is not None
+    raise NodeTimeoutError(
+        task.node,
+        fired,
+        loop.time() - began,
+        kind=kind,
+        run_timeout=run_timeout,
+        idle_timeout=idle_timeout,
+    ) from cause
 
 
 def _check_parent(run: TaskRun, task: Task) -> None:
