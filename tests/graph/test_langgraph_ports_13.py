@@ -731,7 +731,7 @@ async def test_a_blocking_call_in_an_async_node_outlasts_its_timeout() -> None:
     # and returns without awaiting is not timed out (nothing can fire meanwhile)
     async def program(g: Any) -> Any:
         async def blocking(state: X) -> X:
-            time.sleep(0.1)
+            time.sleep(0.1)  # noqa: ASYNC251 (the point: it blocks the loop)
             return {"x": 1}
 
         return await graph_outcome(g, one_timed_node(g, blocking, policy_of(g, idle_timeout=0.05)))
