@@ -737,3 +737,62 @@ async def test_a_blocking_call_in_an_async_node_outlasts_its_timeout() -> None:
         return await graph_outcome(g, one_timed_node(g, blocking, policy_of(g, idle_timeout=0.05)))
 
     assert await both(program) == {"x": 1}
+
+
+# -- LangGraph's test_runtime.py ----------------------------------------------------------------
+
+
+def test_execution_info_defaults_and_patch() -> None:
+    # LangGraph: test_runtime.py::test_execution_info_defaults_and_patch, on both classes
+    for cls in (ExecutionInfo, lg_runtime.ExecutionInfo):
+        info = cls(checkpoint_id="c1", checkpoint_ns="ns1", task_id="t1")
+        assert (info.checkpoint_id, info.checkpoint_ns, info.task_id) == ("c1", "ns1", "t1")
+        assert (info.thread_id, info.run_id, info.node_first_attempt_time) == (None, None, None)
+        assert info.node_attempt == 1
+        patched = info.patch(thread_id="th1", node_attempt=3, task_id="tk1")
+        assert (patched.thread_id, patched.node_attempt, patched.task_id) == ("th1", 3, "tk1")
+        assert (info.node_attempt, info.task_id) == (1, "t1")
+        with pytest.raises(AttributeError):
+            info.thread_id = "t2"  # type: ignore[misc]
+
+
+async def test_execution_info_of_a_node_and_of_a_sub_graph_node() -> None:
+    # LangGraph: test_runtime.py::test_execution_info_inherited_by_subgraph and
+    # test_server_info_none_without_configurable
+    async def program(g: Any) -> Any:
+        seen: dict[str, Any] = {}
+
+        def sub_node(state: Foo, runtime: runtime_type(g)) -> Foo:  # type: ignore[valid-type]
+            seen["sub"] = runtime.execution_info  # type: ignore[attr-defined]
+            return {"foo": "from_sub"}
+
+        def main_node(state: Foo, runtime: runtime_type(g)) -> Foo:  # type: ignore[valid-type]
+            seen["main"] = runtime.execution_info  # type: ignore[attr-defined]
+            seen["server"] = runtime.server_info  # type: ignore[attr-defined]
+            return {"foo": "from_main"}
+
+        sub = g.StateGraph(Foo).add_node("sub_node", sub_node).add_edge(g.START, "sub_node")
+        graph = (
+            g.StateGraph(Foo)
+            .add_node("main_node", main_node)
+            .add_node("subgraph", sub.compile())
+            .add_edge(g.START, "main_node")
+            .add_edge("main_node", "subgraph")
+            .compile(checkpointer=saver(g))
+        )
+        await run_graph(g, graph, {"foo": "hi"}, thread="sub-thread")
+        main, sub_info = seen["main"], seen["sub"]
+        assert main.checkpoint_ns == f"main_node:{main.task_id}"
+        assert sub_info.checkpoint_ns.startswith("subgraph:")
+        assert sub_info.checkpoint_ns.endswith(f"|sub_node:{sub_info.task_id}")
+        assert isinstance(main.node_first_attempt_time, float)
+        assert isinstance(sub_info.node_first_attempt_time, float)
+        return (
+            main.thread_id,
+            sub_info.thread_id,
+            main.node_attempt,
+            sub_info.node_attempt,
+            seen["server"],
+        )
+
+    assert await both(program) == ("sub-thread", "sub-thread", 1, 1, None)
