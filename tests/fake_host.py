@@ -66,11 +66,14 @@ class FakeHost:
     async def unclaim(self, run_id: str) -> None:
         pass
 
+    async def take_thread(self, info: RunInfo, *, hold: bool, started: bool = False) -> None:
+        self.runs.take_thread(info, hold=hold, started=started)
+
     async def hold_thread(self, info: RunInfo, *, hold: bool) -> None:
         pass
 
     async def let_go_of_thread(self, info: RunInfo) -> None:
-        pass
+        self.runs.let_go_of_thread(info)
 
     async def resting_tasks(self, run_id: str, tenant_id: str) -> dict[str, tuple[str, str | None]]:
         return {}

@@ -396,6 +396,11 @@ class Runtime:
                     left.add(task)
                     if not h.done:  # (else its run ended without it already)
                         await self._end_without_task(h)
+        # the holds of runs the close cut off (a graph run at rest, cancelled where it waited)
+        # are let go of, not left in the store's table (where they would hold nothing: their
+        # runs are released, but stay)
+        for info in list(self._holding.values()):
+            await self._let_go_in_store(info)
         if not self._durable:
             self.router.settle_all()
         # Every step is taken even when one fails (a dead store must not leave the bus or the
@@ -901,39 +906,67 @@ class Runtime:
             snapshot = await self.store.load_run(run_id)
         return self._handed_back(logged, snapshot, run_id, tenant_id)
 
+    async def take_thread(self, info: RunInfo, *, hold: bool, started: bool = False) -> None:
+        """Run ``info`` takes its thread (execution layer), both halves as one step: this
+        runtime's (``RunRegistry.take_thread``, before anything awaits: of two starts at once
+        one gets it), then the durable store's (``hold_thread``); if the second refuses
+        (``ThreadBusy``) or fails, the first is let go of before the error is raised.
+        ``hold`` and ``started`` as for the registry. ``let_go_of_thread`` undoes both."""
+        self.runs.take_thread(info, hold=hold, started=started)
+        try:
+            await self.hold_thread(info, hold=hold)
+        except BaseException:
+            self.runs.let_go_of_thread(info)
+            raise
+
     async def hold_thread(self, info: RunInfo, *, hold: bool) -> None:
-        """The store's half of run ``info``'s take of its thread (execution layer: after
-        ``RunRegistry.take_thread``, once the run's id is claimed). With a durable store a
-        session's turn (``hold``) holds the thread there too, in one step
+        """The store's half of run ``info``'s take of its thread (``take_thread`` does both;
+        the agent start calls it alone, after the registry's half and once the run's id is
+        claimed). With a durable store the thread's writer holds it there, in one step
         (``Store.hold_thread``), so that a runtime of another process on the store refuses a
-        second writer as this one's registry does; a plain run (a graph run too) is refused
-        while a run of another runtime holds it. ``ThreadBusy`` names the holding run. A
-        hold whose run has ended, or whose runtime is gone (a process killed: at once on
-        this host, else once its heartbeat is ``OWNER_SILENT_S`` old; a clean close
-        releases its runs), holds nothing: it is judged as a claimed run is
-        (``_running_elsewhere``). Without a durable store it does nothing: the registry's
-        hold, in this runtime, is the only one."""
+        second writer as this one's registry does: a session's turn (``hold``) and a graph run
+        (refused too while another runtime's graph run writes the thread); a plain agent run
+        takes no hold, and is refused only while a turn of another runtime holds the thread.
+        ``ThreadBusy`` names the holding run. A hold whose run has ended, or whose runtime is
+        gone (a process killed: at once on this host, else once its heartbeat is
+        ``OWNER_SILENT_S`` old; a clean close releases its runs), holds nothing: it is judged
+        as a claimed run is (``_running_elsewhere``), by the hold's own owner and time while
+        its run has no row yet (a graph run before its first snapshot); a graph run continued
+        in another process after its own died takes its hold back. Without a durable store it
+        does nothing: the registry's hold, in this runtime, is the only one."""
         thread_id = info.thread_id
         if not self._durable or thread_id is None:
             return
-        if hold:
+        if hold or info.kind == "graph":
             taken, held = await self.store.hold_thread(
                 info.tenant_id,
                 thread_id,
                 info.run_id,
                 lambda h: h is None or not self._running_elsewhere(h),
+                owner=self.runtime_id,
             )
             if taken:
                 self._holding[info.run_id] = info
                 return
         else:
             held = await self.store.thread_holder(info.tenant_id, thread_id)
-            if held is None or held["run_id"] == info.run_id or not self._running_elsewhere(held):
+            if (
+                held is None
+                or held["run_id"] == info.run_id
+                or held.get("kind") != "agent"  # only a turn's hold: it runs beside a graph run
+                or not self._running_elsewhere(held)
+            ):
                 return
         assert held is not None
         raise ThreadBusy(thread_id, held_by=str(held["run_id"]))
 
     async def let_go_of_thread(self, info: RunInfo) -> None:
+        """Let go of what ``take_thread`` took of its thread for run ``info`` (a start that
+        failed): in this runtime's registry, and in the store (``_let_go_in_store``)."""
+        self.runs.let_go_of_thread(info)
+        await self._let_go_in_store(info)
+
+    async def _let_go_in_store(self, info: RunInfo) -> None:
         """Let go of the hold ``hold_thread`` took in the store for run ``info`` (its run
         ended, or its start failed); a no-op for a run that took none. A store that fails is
         logged, not raised: the hold is judged by its run, whose final snapshot says it
@@ -1307,7 +1340,7 @@ class Runtime:
     async def _finish(self, handle: RunHandle, result: RunResult) -> None:
         await self._fail_orphans(handle.run_id)
         if self._holding:  # before anyone hears it ended: its thread's next turn may start
-            await self.let_go_of_thread(handle.info)
+            await self._let_go_in_store(handle.info)
         handle.finish(result)
         if self._live is not None:
             # a graph task's entry ends without an event naming it (the graph's events name

@@ -12,16 +12,18 @@ held at gates, never by sleeps.
 from __future__ import annotations
 
 import asyncio
+import operator
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from services import drop_pg_schemas, pg_schema, postgres_dsn
 
 from tinyagents import Agent, SubAgent
 from tinyagents.errors import StoreError, ThreadBusy
+from tinyagents.graph import END, START, CompiledGraph, StateGraph, interrupt
 from tinyagents.protocol import (
     SteeringActor,
     SteeringCommand,
@@ -31,7 +33,15 @@ from tinyagents.protocol import (
 )
 from tinyagents.runs import RunHandle, RunStatus
 from tinyagents.runtime import Runtime
-from tinyagents.testkit import EventRecorder, FunctionModel, Gate, ScriptedModel, reply
+from tinyagents.store.checkpoint import MemoryCheckpointer
+from tinyagents.testkit import (
+    EventRecorder,
+    EventWaiter,
+    FunctionModel,
+    Gate,
+    ScriptedModel,
+    reply,
+)
 
 WORKER = Path(__file__).with_name("session_thread_crash_worker.py")
 
@@ -207,15 +217,18 @@ async def test_the_in_memory_runtime_keeps_its_hold_to_itself() -> None:
         await turn
 
 
-async def test_a_hold_whose_process_was_killed_holds_nothing(tmp_path: Path) -> None:
-    """A worker process holding thread ``t-crash`` in a turn refuses this process's turn;
-    killed with SIGKILL (its run never ends, nothing lets go), its hold in the file holds
-    nothing: the next turn runs at once (its runtime is known gone on this host)."""
+@pytest.mark.parametrize("kind", ["turn", "graph"])
+async def test_a_hold_whose_process_was_killed_holds_nothing(tmp_path: Path, kind: str) -> None:
+    """A worker process holding thread ``t-crash`` in a turn (or a graph run) refuses this
+    process's turn; killed with SIGKILL (its run never ends, nothing lets go), its hold in
+    the file holds nothing: the next turn runs at once (its runtime is known gone on this
+    host)."""
     db = tmp_path / "runs.db"
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         str(WORKER),
         str(db),
+        kind,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -285,3 +298,73 @@ async def test_a_reopen_whose_store_fails_fails_its_message_and_keeps_the_thread
             Agent("b", ScriptedModel([reply("two")])), "x", thread_id="t-8", hold_thread=True
         )
         assert (await turn.result()).output == "two"
+
+
+class _Log(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+
+
+def _parked_graph(gate: Gate) -> CompiledGraph:
+    """One node, parked at ``gate`` until it opens."""
+
+    async def work(state: _Log) -> _Log:
+        await gate.wait()
+        return {"log": ["work"]}
+
+    graph = StateGraph(_Log).add_node("work", work)
+    return graph.add_edge(START, "work").add_edge("work", END).compile()
+
+
+async def test_a_turn_in_another_runtime_on_a_thread_a_graph_run_writes_is_thread_busy(
+    store_url: str,
+) -> None:
+    """A graph run of runtime A writes thread t-g (parked inside its node, before its first
+    snapshot is saved): a session's turn of runtime B on t-g is refused naming the graph run,
+    as in one runtime, and runs nothing, and so is a graph run of B on t-g (one writer); a
+    plain agent run of B runs beside it, as in one runtime. Once the graph run ended (and let
+    go), the turn runs."""
+    gate = Gate("work")
+    async with Runtime(store_url, testing=True) as a, Runtime(store_url, testing=True) as b:
+        graph_run = await a.start_graph(_parked_graph(gate), {}, thread_id="t-g")
+        await gate.entered.wait()
+        model, calls = never_called()
+        with pytest.raises(ThreadBusy) as busy:
+            await chat(model).session(runtime=b, thread_id="t-g").send("hi")
+        assert busy.value.thread_id == "t-g"
+        assert busy.value.held_by == graph_run.run_id
+        assert calls == [] and b.runs.list() == []
+        with pytest.raises(ThreadBusy) as busy:
+            await b.start_graph(_parked_graph(Gate("other")), {}, thread_id="t-g")
+        assert busy.value.held_by == graph_run.run_id and b.runs.list() == []
+        plain = await b.start(
+            Agent("plain", ScriptedModel([reply("beside")])), "x", thread_id="t-g"
+        )
+        assert (await plain.result()).output == "beside"
+        await a.flush()  # its snapshot saved: judged by its row from now on, as before
+        with pytest.raises(ThreadBusy):
+            await chat(model).session(runtime=b, thread_id="t-g").send("hi")
+        gate.open()
+        assert (await graph_run.result()).status is RunStatus.COMPLETED
+        after = chat(ScriptedModel([reply("now")])).session(runtime=b, thread_id="t-g")
+        assert await after.send("hi") == "now"
+
+
+async def test_a_close_lets_go_of_the_holds_of_the_runs_it_leaves_at_rest(store_url: str) -> None:
+    """A graph run left at rest on an interrupt when its runtime closes is ended by the close:
+    its hold of the thread is let go of too, not left in the table."""
+
+    def ask(state: _Log) -> _Log:
+        return {"log": [str(interrupt("go on?"))]}
+
+    graph = StateGraph(_Log).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
+    waiter = EventWaiter()
+    async with Runtime(store_url, testing=True, sinks=[waiter]) as a:
+        handle = await a.start_graph(
+            graph.compile(checkpointer=MemoryCheckpointer()), {}, thread_id="t-rest"
+        )
+        async with asyncio.timeout(60):  # a guard: the event comes at once
+            await waiter.event("graph.interrupt", handle.run_id, node="ask")
+        assert handle.status is RunStatus.INTERRUPTED
+        assert await a.store.thread_holder("default", "t-rest") is not None
+    async with Runtime(store_url, testing=True) as b:
+        assert await b.store.thread_holder("default", "t-rest") is None

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from tinyagents.errors import ArgumentError
 from tinyagents.runs import RunInfo
 from tinyagents.store import MemoryStore, Store
+from tinyagents.store.base import SILENCE_S
 
 
 def snapshot(run_id: str, *, owner: str) -> dict[str, Any]:
@@ -61,6 +62,26 @@ async def test_a_held_thread_is_taken_only_when_free_says_so(store: Store) -> No
     assert taken and held is not None and held["run_id"] == "r-1"
     assert not await store.let_go_of_thread("acme", "t-1", "r-1")
     assert await store.thread_holder("acme", "t-1") == {"run_id": "r-2"}
+
+
+async def test_a_hold_whose_run_has_no_row_yet_is_described_by_its_owner(store: Store) -> None:
+    """A hold taken with its owner (a graph run, before its first snapshot is saved) is read
+    as an unfinished run of that owner, heard when the hold was taken, so the runtime judges
+    it live while its owner is; once the run has a row, the row is what is read."""
+    assert await store.hold_thread("acme", "t-1", "r-1", never, owner="rt-1") == (True, None)
+    holder = await store.thread_holder("acme", "t-1")
+    assert holder is not None
+    assert (holder["run_id"], holder["status"], holder["owner"]) == ("r-1", "running", "rt-1")
+    assert holder["updated_at"] is not None
+    taken, held = await store.hold_thread("acme", "t-1", "r-2", never, owner="rt-2")
+    assert not taken and held == holder | {k: held[k] for k in held if k == SILENCE_S}
+    await store.save_runs([snapshot("r-1", owner="rt-1") | {"status": "completed"}])
+    holder = await store.thread_holder("acme", "t-1")
+    assert holder is not None and holder["status"] == "completed"
+    # taken over: the new hold names its own owner
+    assert (await store.hold_thread("acme", "t-1", "r-2", lambda h: True, owner="rt-2"))[0]
+    holder = await store.thread_holder("acme", "t-1")
+    assert holder is not None and (holder["run_id"], holder["owner"]) == ("r-2", "rt-2")
 
 
 async def test_letting_go_frees_the_thread(store: Store) -> None:

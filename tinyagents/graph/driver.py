@@ -308,7 +308,7 @@ async def start_graph_run(
         check_parent_tenant("(a graph run)", tenant_id, parent_handle.info)
     session = GraphSession(graph, thread_id)
     await session.__aenter__()
-    taking: RunInfo | None = None  # the run taking the thread (``RunRegistry.take_thread``)
+    taking: RunInfo | None = None  # the run taking the thread (``RunHost.take_thread``)
     try:
         unread: StoreError | None = None
         try:
@@ -334,9 +334,8 @@ async def start_graph_run(
             )
             handle = RunHandle(info, submitter=runtime)
         if handle.info.thread_id:  # an agent turn holds it: ThreadBusy before anything is saved
-            runtime.runs.take_thread(handle.info, hold=False, started=run_id in runtime.runs)
+            await runtime.take_thread(handle.info, hold=False, started=run_id in runtime.runs)
             taking = handle.info
-            await runtime.hold_thread(handle.info, hold=False)
         if parent_handle is not None:  # it may have ended while the thread was read: before
             check_parent_open(parent_handle.info)  # the input is applied, nothing is written
         run = await session.prepare(
@@ -407,7 +406,7 @@ async def start_graph_run(
             await join_holds_above(runtime, handle)
     except BaseException:
         if taking is not None:
-            runtime.runs.let_go_of_thread(taking)
+            await runtime.let_go_of_thread(taking)
         await session.__aexit__(None, None, None)
         raise
     events.started(run)

@@ -2015,12 +2015,7 @@ class AgentRun(RunDriver):
         if self.info.thread_id is None:
             return None
         try:
-            self.runtime.runs.take_thread(self.info, hold=self.holds_thread, started=True)
-            try:
-                await self.runtime.hold_thread(self.info, hold=self.holds_thread)
-            except BaseException:
-                self.runtime.runs.let_go_of_thread(self.info)
-                raise
+            await self.runtime.take_thread(self.info, hold=self.holds_thread, started=True)
         except ThreadBusy as busy:
             writer = f"run {busy.held_by} is writing it" if busy.held_by else "another run"
             return (
@@ -2634,7 +2629,10 @@ async def start_agent_run(
     # runs that incarnation started fails when this one ends: ``Runtime.finish``.) With a
     # durable store a fresh id is claimed too: killed before its first snapshot, the run is
     # in the store, so what it accepted waits for it to be started again under its id.
-    if thread_id is not None:  # before anything awaits: of two starts at once, one gets it
+    # Its thread is taken in ``RunHost.take_thread``'s two halves, the claim between them:
+    # this runtime's before anything awaits (of two starts at once, one gets it), the store's
+    # once the run's id is claimed.
+    if thread_id is not None:
         runtime.runs.take_thread(info, hold=hold_thread)
     try:
         applied = (
@@ -2642,7 +2640,7 @@ async def start_agent_run(
         )
     except BaseException:
         if thread_id is not None:
-            runtime.runs.let_go_of_thread(info)
+            await runtime.let_go_of_thread(info)
         raise
     try:
         if thread_id is not None:  # with a durable store: in the store too, once claimed
@@ -2663,7 +2661,6 @@ async def start_agent_run(
         # cancelled: the id's claim in the store, made by applied_commands, must not keep
         # other runtimes off it
         if thread_id is not None:
-            runtime.runs.let_go_of_thread(info)
             await runtime.let_go_of_thread(info)
         await runtime.unclaim(info.run_id)
         raise

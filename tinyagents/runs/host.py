@@ -89,15 +89,22 @@ class RunHost(Protocol):
         failed before its run was registered: other hosts on the store may start it at once.
         A no-op when the host holds no claim of it under way."""
 
+    async def take_thread(self, info: RunInfo, *, hold: bool, started: bool = False) -> None:
+        """Run ``info`` takes its thread: the registry's half (``RunRegistry.take_thread``,
+        ``hold`` and ``started`` as there), then the store's (``hold_thread``), as one step: a
+        second half that refuses (``ThreadBusy``) or fails lets go of the first."""
+
     async def hold_thread(self, info: RunInfo, *, hold: bool) -> None:
-        """The durable half of run ``info``'s take of its thread, after the registry's
-        (``RunRegistry.take_thread``) and once the run's id is claimed: with a durable store a
-        session's turn (``hold``) holds the thread there too, and any run is ``ThreadBusy``
-        while a live run of another host on the store holds it. Nothing without one."""
+        """The durable half of ``take_thread`` alone, for a start that claims the run's id
+        between the two (the agent start): with a durable store a thread's writer (a
+        session's turn, ``hold``, or a graph run) holds the thread there too, and a run is
+        ``ThreadBusy`` while a live run of another host on the store holds it. Nothing
+        without one."""
 
     async def let_go_of_thread(self, info: RunInfo) -> None:
-        """Let go of what ``hold_thread`` took in the store for ``info`` (a start that failed;
-        the host lets go itself when the run finishes). A no-op when it took nothing."""
+        """Let go of both halves of what ``take_thread`` took for ``info`` (a start that
+        failed; the host lets go of the store's itself when the run finishes). A no-op for
+        what it did not take."""
 
     async def resting_tasks(self, run_id: str, tenant_id: str) -> dict[str, tuple[str, str | None]]:
         """Task id -> (run id, node) of the task entries graph run ``run_id`` (of ``tenant_id``) had

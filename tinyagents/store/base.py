@@ -271,14 +271,17 @@ class Store(ABC):
         thread_id: str,
         run_id: str,
         free: Callable[[dict[str, Any] | None], bool],
+        *,
+        owner: str | None = None,
     ) -> tuple[bool, dict[str, Any] | None]:
         """Name run ``run_id`` the holder of ``thread_id`` (of ``tenant_id``: thread ids are
         each tenant's own) unless another run holds it and ``free`` says no of that holder,
         as one step across every process sharing the store (a compare-and-set, as
         ``claim_run``: of two takers at once, the second is given the first as its holder).
         ``free`` is given the holding run's snapshot (with ``SILENCE_S`` where the store
-        keeps one), or ``{"run_id": ...}`` alone when that run has no row; it only looks (it
-        runs while the hold is locked). Returns whether ``run_id`` holds the thread now, and
+        keeps one), or, when that run has no row yet, the hold as ``unsaved_holder``
+        describes it (``owner``, the runtime taking it, and when); it only looks (it runs
+        while the hold is locked). Returns whether ``run_id`` holds the thread now, and
         the holder found (None: none, or ``run_id`` itself). Whether a holder is still alive is ``free``'s to
         say (the runtime judges its run's owner as it judges a claimed run's: heartbeat,
         process gone). This default holds nothing across processes (a store of one process:
@@ -287,7 +290,7 @@ class Store(ABC):
 
     async def thread_holder(self, tenant_id: str, thread_id: str) -> dict[str, Any] | None:
         """The snapshot of the run holding ``thread_id`` of ``tenant_id`` (``hold_thread``:
-        ``{"run_id": ...}`` alone when that run has no row), or None."""
+        ``unsaved_holder`` when that run has no row), or None."""
         return None
 
     async def let_go_of_thread(self, tenant_id: str, thread_id: str, run_id: str) -> bool:
@@ -628,6 +631,28 @@ def run_key(snapshot: dict[str, Any]) -> RunKey:
 #: subtracted). Owner silence is judged by it (``steering.remote.owner_silent``), not by
 #: comparing the owner's clock with the reader's: two machines' clocks differ. Never saved.
 SILENCE_S = "silence_s"
+
+
+def unsaved_holder(
+    run_id: str, owner: str | None, taken_at: str | None, silence_s: float | None = None
+) -> dict[str, Any]:
+    """A thread's holder whose run has no row yet (a graph run holds its thread before its
+    first snapshot is saved), as its hold describes it: unfinished, owned by the runtime that
+    took the hold, heard when it was taken (``silence_s``: that many seconds ago by the
+    store's clock, where it keeps one), so it is judged as a claimed run is: live while that
+    runtime is, held by nothing once it is gone or silent. A hold taken with no owner is
+    ``{"run_id": ...}`` alone: it holds nothing."""
+    if owner is None:
+        return {"run_id": run_id}
+    held: dict[str, Any] = {
+        "run_id": run_id,
+        "status": "running",
+        "owner": owner,
+        "updated_at": taken_at,
+    }
+    if silence_s is not None:
+        held[SILENCE_S] = float(silence_s)
+    return held
 
 
 def snapshot_time(value: object) -> datetime | None:

@@ -34,6 +34,7 @@ from tinyagents.store.base import (
     stored_reason,
     target_run_id,
     terminal_updates,
+    unsaved_holder,
 )
 
 
@@ -85,9 +86,10 @@ class MemoryStore(Store):
         self._runs: dict[str, dict[str, Any]] = {}
         self._inbox: dict[str, _Request] = {}  # by request id, in the order put
         self._nonces = UsedNonces()
-        #: The run holding each thread, by (tenant, thread) (``hold_thread``); an entry goes
-        #: with its holder's ``let_go_of_thread``, or is taken over.
-        self._holds: dict[tuple[str, str], str] = {}
+        #: The run holding each thread, with the hold's owner and when it was taken, by
+        #: (tenant, thread) (``hold_thread``); an entry goes with its holder's
+        #: ``let_go_of_thread``, or is taken over.
+        self._holds: dict[tuple[str, str], tuple[str, str | None, str]] = {}
 
     async def append_command(
         self,
@@ -204,6 +206,8 @@ class MemoryStore(Store):
         thread_id: str,
         run_id: str,
         free: Callable[[dict[str, Any] | None], bool],
+        *,
+        owner: str | None = None,
     ) -> tuple[bool, dict[str, Any] | None]:
         # read and written with no await between: one step for every task of the loop
         held = self._holder(tenant_id, thread_id)
@@ -211,21 +215,22 @@ class MemoryStore(Store):
             held = None
         if held is not None and not free(held):
             return False, held
-        self._holds[(tenant_id, thread_id)] = run_id
+        self._holds[(tenant_id, thread_id)] = (run_id, owner, _clock.now().isoformat())
         return True, held
 
     async def thread_holder(self, tenant_id: str, thread_id: str) -> dict[str, Any] | None:
         return self._holder(tenant_id, thread_id)
 
     def _holder(self, tenant_id: str, thread_id: str) -> dict[str, Any] | None:
-        run_id = self._holds.get((tenant_id, thread_id))
-        if run_id is None:
+        hold = self._holds.get((tenant_id, thread_id))
+        if hold is None:
             return None
-        snapshot = self._runs.get(run_id)
-        return copy.deepcopy(snapshot) if snapshot is not None else {"run_id": run_id}
+        snapshot = self._runs.get(hold[0])
+        return copy.deepcopy(snapshot) if snapshot is not None else unsaved_holder(*hold)
 
     async def let_go_of_thread(self, tenant_id: str, thread_id: str, run_id: str) -> bool:
-        if self._holds.get((tenant_id, thread_id)) != run_id:
+        hold = self._holds.get((tenant_id, thread_id))
+        if hold is None or hold[0] != run_id:
             return False
         del self._holds[(tenant_id, thread_id)]
         return True

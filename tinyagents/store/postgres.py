@@ -76,6 +76,7 @@ from tinyagents.store.base import (
     taken_items,
     target_run_id,
     terminal_updates,
+    unsaved_holder,
 )
 from tinyagents.store.urls import redacted
 
@@ -258,6 +259,15 @@ MIGRATIONS: list[tuple[int, str]] = [
             run_id TEXT NOT NULL,
             PRIMARY KEY (tenant_id, thread_id)
         );
+        """,
+    ),
+    (
+        12,
+        # Who took each hold, and when (the database's clock): a graph run holds its thread
+        # before its first snapshot is saved, and its hold is judged by these until then.
+        """
+        ALTER TABLE thread_holds ADD COLUMN owner TEXT;
+        ALTER TABLE thread_holds ADD COLUMN taken_at TIMESTAMPTZ;
         """,
     ),
 ]
@@ -682,11 +692,13 @@ class PostgresStore(Store):
         thread_id: str,
         run_id: str,
         free: Callable[[dict[str, Any] | None], bool],
+        *,
+        owner: str | None = None,
     ) -> tuple[bool, dict[str, Any] | None]:
         async with self._transaction(f"take thread {shown_id(thread_id)}") as conn:
             while True:
                 # a thread no run holds: the insert waits for another taker's uncommitted one
-                if await conn.fetchval(_HOLD_NEW, tenant_id, thread_id, run_id):
+                if await conn.fetchval(_HOLD_NEW, tenant_id, thread_id, run_id, owner):
                     return True, None
                 # FOR UPDATE: no other taker changes the hold between this read and the write
                 row = await conn.fetchrow(f"{_HOLDER} FOR UPDATE OF h", tenant_id, thread_id)
@@ -699,10 +711,12 @@ class PostgresStore(Store):
             if not free(held):
                 return False, held
             await conn.execute(
-                "UPDATE thread_holds SET run_id = $3 WHERE tenant_id = $1 AND thread_id = $2",
+                "UPDATE thread_holds SET run_id = $3, owner = $4, taken_at = clock_timestamp()"
+                " WHERE tenant_id = $1 AND thread_id = $2",
                 tenant_id,
                 thread_id,
                 run_id,
+                owner,
             )
             return True, held
 
@@ -961,21 +975,27 @@ def _settling(updates: list[tuple[str, str, str, str | None]]) -> list[tuple[Any
 
 #: A hold of a thread no run holds (``Store.hold_thread``): 1 when it was taken.
 _HOLD_NEW = (
-    "INSERT INTO thread_holds (tenant_id, thread_id, run_id) VALUES ($1, $2, $3)"
+    "INSERT INTO thread_holds (tenant_id, thread_id, run_id, owner, taken_at)"
+    " VALUES ($1, $2, $3, $4, clock_timestamp())"
     " ON CONFLICT (tenant_id, thread_id) DO NOTHING RETURNING 1"
 )
-#: The run holding a thread and its snapshot as ``_RUN`` reads it (NULL: the run has no row).
+#: The run holding a thread and its snapshot as ``_RUN`` reads it (NULL: the run has no row),
+#: then the hold's owner, when it was taken and how many seconds ago.
 _HOLDER = (
-    "SELECT r.data, EXTRACT(EPOCH FROM clock_timestamp() - r.heard_at), h.run_id"
+    "SELECT r.data, EXTRACT(EPOCH FROM clock_timestamp() - r.heard_at), h.run_id, h.owner,"
+    " h.taken_at, EXTRACT(EPOCH FROM clock_timestamp() - h.taken_at)"
     " FROM thread_holds h LEFT JOIN runs r ON r.run_id = h.run_id"
     " WHERE h.tenant_id = $1 AND h.thread_id = $2"
 )
 
 
 def _holder(row: Any, tenant_id: str) -> dict[str, Any]:
-    """A thread's holder as ``_HOLDER`` read it: its run's snapshot, or ``{"run_id": ...}``
-    alone when the run has no row."""
-    return {"run_id": row[2]} if row[0] is None else _snapshot(row, tenant_id)
+    """A thread's holder as ``_HOLDER`` read it: its run's snapshot, or ``unsaved_holder``
+    when the run has no row."""
+    if row[0] is not None:
+        return _snapshot(row, tenant_id)
+    taken_at = row[4].isoformat() if row[4] is not None else None
+    return unsaved_holder(row[2], row[3], taken_at, row[5])
 
 
 def _snapshot(row: Any, tenant_id: str | None = None) -> dict[str, Any]:

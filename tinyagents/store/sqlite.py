@@ -55,6 +55,7 @@ from tinyagents.store.base import (
     taken_items,
     target_run_id,
     terminal_updates,
+    unsaved_holder,
 )
 from tinyagents.store.urls import check_file_name
 
@@ -234,6 +235,15 @@ MIGRATIONS: list[tuple[int, str]] = [
             run_id TEXT NOT NULL,
             PRIMARY KEY (tenant_id, thread_id)
         );
+        """,
+    ),
+    (
+        9,
+        # Who took each hold, and when: a graph run holds its thread before its first
+        # snapshot is saved, and its hold is judged by these until then.
+        """
+        ALTER TABLE thread_holds ADD COLUMN owner TEXT;
+        ALTER TABLE thread_holds ADD COLUMN taken_at TEXT;
         """,
     ),
 ]
@@ -642,6 +652,8 @@ class SqliteStore(Store):
         thread_id: str,
         run_id: str,
         free: Callable[[dict[str, Any] | None], bool],
+        *,
+        owner: str | None = None,
     ) -> tuple[bool, dict[str, Any] | None]:
         async with self._writing(f"take thread {shown_id(thread_id)}") as db:
             # IMMEDIATE: the file's write lock before the read, so no other connection (of
@@ -654,9 +666,10 @@ class SqliteStore(Store):
             if held is not None and not free(held):
                 return False, held
             await db.execute(
-                "INSERT INTO thread_holds (tenant_id, thread_id, run_id) VALUES (?, ?, ?)"
-                " ON CONFLICT (tenant_id, thread_id) DO UPDATE SET run_id = excluded.run_id",
-                (tenant_id, thread_id, run_id),
+                "INSERT INTO thread_holds (tenant_id, thread_id, run_id, owner, taken_at)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant_id, thread_id) DO UPDATE SET"
+                " run_id = excluded.run_id, owner = excluded.owner, taken_at = excluded.taken_at",
+                (tenant_id, thread_id, run_id, owner, _clock.now().isoformat()),
             )
         return True, held
 
@@ -1297,14 +1310,16 @@ def sql_statements(script: str) -> list[str]:
 
 #: The run holding a thread (``thread_holds``) and its snapshot (NULL: the run has no row).
 _HOLDER = (
-    "SELECT h.run_id, CAST(r.data AS BLOB) FROM thread_holds h"
+    "SELECT h.run_id, CAST(r.data AS BLOB), h.owner, h.taken_at FROM thread_holds h"
     " LEFT JOIN runs r ON r.run_id = h.run_id WHERE h.tenant_id = ? AND h.thread_id = ?"
 )
 
 
 def _held(row: Any, tenant_id: str) -> dict[str, Any] | None:
-    """A thread's holder as ``_HOLDER`` read it: its run's snapshot (``{"run_id": ...}``
-    alone when the run has no row), or None."""
+    """A thread's holder as ``_HOLDER`` read it: its run's snapshot (``unsaved_holder`` when
+    the run has no row), or None."""
     if row is None:
         return None
-    return {"run_id": row[0]} if row[1] is None else read_snapshot(row[1], row[0], tenant_id)
+    if row[1] is None:
+        return unsaved_holder(row[0], row[2], row[3])
+    return read_snapshot(row[1], row[0], tenant_id)
