@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -72,13 +73,19 @@ async def test_a_command_sent_as_soon_as_another_runtime_starts_the_run_reaches_
         # (LISTING_WAIT_S, 1.1 s) was short on a loaded machine, and the wait ends as soon
         # as the run is listed; the runs never listed below wait the default out
         control = Control(sender, receipt_timeout_s=60, listing_wait_s=60)
+        start = partial(
+            owner.start_graph,
+            refund_graph(),
+            {"invoice": "#7", "amount": "5 EUR"},
+            thread_id="t",
+            tenant_id="acme",
+        )
+        # SQLite's lock is the whole file's, and the start writes its thread's hold (a graph
+        # run holds its thread in the store): it starts first, the lock taken with nothing
+        # awaited in between (before the run's first snapshot, due at a later tick)
+        first = await start() if isinstance(owner.store, SqliteStore) else None
         async with snapshot_writes_held(owner.store):
-            handle = await owner.start_graph(
-                refund_graph(),
-                {"invoice": "#7", "amount": "5 EUR"},
-                thread_id="t",
-                tenant_id="acme",
-            )
+            handle = first or await start()
             assert await sender.store.load_run(handle.run_id) is None  # not in the store yet
             sent = asyncio.create_task(control.submit(pause(handle.run_id)))
             done, _ = await asyncio.wait([sent], timeout=0.2)
