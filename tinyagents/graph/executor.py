@@ -63,7 +63,6 @@ from tinyagents.graph.parallel import StepTasks
 from tinyagents.graph.reducers import MISSING, detach
 from tinyagents.graph.state import StateSchema, StateView, managed_values
 from tinyagents.graph.tasks import (
-    HandledTask,
     Task,
     Writes,
     call_node,
@@ -957,7 +956,7 @@ class GraphRun:
         failed with ``exc`` (``add_node(..., error_handler=...)``): in the task, with its
         input, its id and its answers (an ``interrupt()`` in the handler is the task's
         question), given ``NodeError(node, error)`` by its ``error_param``. What it returns
-        is the task's result, and the task goes where its goto says only (``HandledTask``).
+        is the task's result, and the task goes where its goto says only (``Task.handled``).
         What it raises fails the task."""
         fn = handler.fn
         assert fn is not None
@@ -969,7 +968,7 @@ class GraphRun:
         stand_in.resume = task.resume
         await call_node(self, stand_in)
         task.writes, task.goto, task.returned = stand_in.writes, stand_in.goto, stand_in.returned
-        task.__class__ = HandledTask
+        task.handled = True
 
     async def _call_cached(self, task: Task, cached: CachedNode) -> bool:
         """Give ``task`` the writes its node's cache holds for its input (True), or run the

@@ -64,6 +64,7 @@ class Task:
         "arg",
         "attempts",
         "goto",
+        "handled",
         "index",
         "interrupts",
         "key",
@@ -75,10 +76,6 @@ class Task:
         "spec",
         "writes",
     )
-
-    #: finished by its node's error handler (``HandledTask``): it goes where the handler's
-    #: goto says only. A class attribute, so a task costs nothing more to make
-    handled = False
 
     def __init__(
         self, *, node: str, index: int, spec: NodeSpec, arg: Any, key: tuple[str, str, int]
@@ -101,6 +98,9 @@ class Task:
         self.skipped = False
         #: the ``steering_ref`` of the cancel that skipped it, when known
         self.skipped_by: str | None = None
+        #: finished by its node's error handler (``add_node(..., error_handler=...)``): it
+        #: goes where the handler's goto says only
+        self.handled = False
 
     @property
     def id(self) -> str:
@@ -119,14 +119,6 @@ class Task:
 
     def __repr__(self) -> str:
         return f"<Task {self.node}#{self.index}>"
-
-
-class HandledTask(Task):
-    """A task its node's error handler finished (``add_node(..., error_handler=...)``): a
-    ``Task`` whose class says so (``task.__class__ = HandledTask``)."""
-
-    __slots__ = ()
-    handled = True
 
 
 _EMPTY: list[Any] = []  # shared, never mutated: tasks replace it
@@ -210,8 +202,7 @@ def plan_tasks(graph: GraphCore, head: Head) -> list[Task]:
             task.resume = rec.resume
             task.skipped = rec.skipped
             task.skipped_by = rec.skipped_by
-            if rec.handled:
-                task.__class__ = HandledTask
+            task.handled = rec.handled
         tasks.append(task)
     if len(tasks) > 1:
         # LangGraph's task order, which a step's writes follow: the nodes by name, then the
