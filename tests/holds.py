@@ -6,6 +6,12 @@
       async with snapshot_writes_held(owner.store):
           handle = await owner.start(agent, "work")   # answered; its snapshot not written yet
 
+- ``started_with_snapshot_writes_held(store, start)``: the same around a graph run's start
+  (``start()``), which writes its thread's hold in the store: on SQLite, whose lock is the
+  whole file's, the run starts first and the lock is taken with nothing awaited in between
+  (its first snapshot is due at a later tick); on PostgreSQL (the lock is on ``runs``
+  alone) it starts inside the lock. Yields what ``start()`` returned.
+
 - ``HoldNamed()``: a steering policy that holds the evaluation of one command (correlation id
   ``slow``) until released, so a submit stays under way (``close`` waits for it).
 
@@ -18,7 +24,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
 
 from services import postgres_dsn
 
@@ -27,6 +34,8 @@ from tinyagents.protocol.commands import dedupe_scope
 from tinyagents.steering import CallNext, Decision, PolicyContext
 from tinyagents.steering.router import SteeringRouter
 from tinyagents.store import SqliteStore, Store
+
+T = TypeVar("T")
 
 
 @contextlib.asynccontextmanager
@@ -51,6 +60,16 @@ async def snapshot_writes_held(store: Store) -> AsyncIterator[None]:
             yield
     finally:
         await pg.close()
+
+
+@contextlib.asynccontextmanager
+async def started_with_snapshot_writes_held(
+    store: Store, start: Callable[[], Awaitable[T]]
+) -> AsyncIterator[T]:
+    """``start()`` with ``store``'s snapshot writes held (module docstring)."""
+    first = await start() if isinstance(store, SqliteStore) else None
+    async with snapshot_writes_held(store):
+        yield first if first is not None else await start()
 
 
 class HoldNamed:

@@ -26,7 +26,7 @@ import httpx
 import pytest
 from operator_server import BASE
 
-from tests.holds import snapshot_writes_held
+from tests.holds import started_with_snapshot_writes_held
 from tinyagents import RunStatus, Runtime, SteeringKind
 from tinyagents.cli import main
 from tinyagents.server import Auth, Control, bind, create_app, runs_cli, serving
@@ -82,10 +82,14 @@ async def test_a_command_posted_as_soon_as_another_runtime_starts_the_run_reache
     try:
         async with owner:
             async with serve(control, auth) as client:
-                async with snapshot_writes_held(owner.store):
-                    handle = await owner.start_graph(
-                        refund_graph(), REFUND, thread_id="refund-7", tenant_id="acme"
-                    )
+                start = functools.partial(
+                    owner.start_graph,
+                    refund_graph(),
+                    REFUND,
+                    thread_id="refund-7",
+                    tenant_id="acme",
+                )
+                async with started_with_snapshot_writes_held(owner.store, start) as handle:
                     assert await store.load_run(handle.run_id) is None  # not listed yet
                     sent = asyncio.create_task(
                         client.post(f"{BASE}/runs/{handle.run_id}/pause", headers=alice)
@@ -139,10 +143,10 @@ async def test_the_store_cli_steers_a_run_as_soon_as_another_runtime_starts_it(
     )
     try:
         async with owner:
-            async with snapshot_writes_held(owner.store):
-                handle = await owner.start_graph(
-                    refund_graph(), REFUND, thread_id="refund-7", tenant_id="acme"
-                )
+            start = functools.partial(
+                owner.start_graph, refund_graph(), REFUND, thread_id="refund-7", tenant_id="acme"
+            )
+            async with started_with_snapshot_writes_held(owner.store, start) as handle:
                 assert await store.load_run(handle.run_id) is None
                 sent = asyncio.create_task(client.command(handle.run_id, SteeringKind.PAUSE, {}))
                 done, _ = await asyncio.wait([sent], timeout=0.3)
@@ -170,10 +174,13 @@ async def test_the_store_cli_approves_a_graph_run_as_soon_as_another_runtime_sta
     # listed yet: the held write has to land inside it, and a loaded machine took longer.
     monkeypatch.setattr(runs_cli, "Control", functools.partial(Control, listing_wait_s=WAIT_S))
     async with owner:
-        async with snapshot_writes_held(owner.store):
-            handle = await owner.start_graph(
-                refund_graph(), {"invoice": "#7", "amount": "5 EUR"}, thread_id="refund-7"
-            )
+        start = functools.partial(
+            owner.start_graph,
+            refund_graph(),
+            {"invoice": "#7", "amount": "5 EUR"},
+            thread_id="refund-7",
+        )
+        async with started_with_snapshot_writes_held(owner.store, start) as handle:
             await until(lambda: owner.live_snapshots([handle.run_id])[0]["interrupts"])
             capsys.readouterr()
             sent = asyncio.create_task(

@@ -17,7 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from tests.holds import snapshot_writes_held
+from tests.holds import started_with_snapshot_writes_held
 from tests.slow_agent import slow_agent
 from tinyagents import (
     RunStatus,
@@ -80,12 +80,7 @@ async def test_a_command_sent_as_soon_as_another_runtime_starts_the_run_reaches_
             thread_id="t",
             tenant_id="acme",
         )
-        # SQLite's lock is the whole file's, and the start writes its thread's hold (a graph
-        # run holds its thread in the store): it starts first, the lock taken with nothing
-        # awaited in between (before the run's first snapshot, due at a later tick)
-        first = await start() if isinstance(owner.store, SqliteStore) else None
-        async with snapshot_writes_held(owner.store):
-            handle = first or await start()
+        async with started_with_snapshot_writes_held(owner.store, start) as handle:
             assert await sender.store.load_run(handle.run_id) is None  # not in the store yet
             sent = asyncio.create_task(control.submit(pause(handle.run_id)))
             done, _ = await asyncio.wait([sent], timeout=0.2)
