@@ -254,8 +254,13 @@ class AgentRun(RunDriver):
         self.messages = messages
         self.ctx = RunContext(runtime=runtime, handle=handle, agent=agent, run=self)
         #: How many calls of each of the agent's tools failed in a row (``RunContext.retry``);
-        #: a tool's count goes when a call of it succeeds. At most one per tool of the agent.
+        #: a tool's count goes when a response's calls of it succeeded, none failing (as
+        #: pydantic-ai's: a failure beside a success wins). At most one per tool of the agent.
         self._failed_in_a_row: dict[str, int] = {}
+        #: The tools of the agent's whose calls in the response being run succeeded, and
+        #: those whose calls failed: a count goes after the response, for the first only.
+        self._succeeded_in_batch: set[str] = set()
+        self._failed_in_batch: set[str] = set()
         self.paused = False
         #: Whose pauses hold the run: a pause of its own (not one a run above passed down:
         #: it then holds the agent runs below it, ``_below``), the runs above whose hold
@@ -560,6 +565,8 @@ class AgentRun(RunDriver):
         if start == 0:
             self._final = NOT_FINAL
             self._tool_sent_back = False
+            self._succeeded_in_batch.clear()
+            self._failed_in_batch.clear()
             if strategy == "early" and await self._early_outputs(calls, outputs):
                 return self._final
             if strategy == "exhaustive":
@@ -583,6 +590,8 @@ class AgentRun(RunDriver):
             if result.error and call.name in self.allowed_tools():
                 self._tool_sent_back = True
             await self.at(Boundary.AFTER_TOOL_RESULT, tool_call_id=call.id)
+        for name in self._succeeded_in_batch - self._failed_in_batch:
+            self._failed_in_a_row.pop(name, None)
         if self._outputs_failed is not None:  # "exhaustive": no output call was valid
             failed, self._outputs_failed = self._outputs_failed, None
             raise failed
@@ -1583,10 +1592,16 @@ class AgentRun(RunDriver):
 
     def _count_failure(self, name: str, failed: bool) -> None:
         """Keep ``RunContext.retry``'s count for the agent's tool ``name`` (a name the model
-        made up is not counted: the map stays as small as the agent's tools)."""
+        made up is not counted: the map stays as small as the agent's tools). A success
+        resets the count once the response's calls have run, and only if no call of the
+        tool in it failed (pydantic-ai's "failure wins": a model pairing a failing and a
+        succeeding call of a tool in each response would otherwise never reach its cap)."""
+        if name not in self.agent.tools:
+            return
         if not failed:
-            self._failed_in_a_row.pop(name, None)
-        elif name in self.agent.tools:
+            self._succeeded_in_batch.add(name)
+        else:
+            self._failed_in_batch.add(name)
             self._failed_in_a_row[name] = self._failed_in_a_row.get(name, 0) + 1
 
     def _record_result(self, call: ToolCall, result: ToolResult, retry: str | None = None) -> None:
