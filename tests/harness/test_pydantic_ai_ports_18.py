@@ -30,6 +30,7 @@ from pydantic_ai.models.function import FunctionModel as PFunctionModel
 from pydantic_ai.models.test import TestModel as PTestModel
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import FunctionToolset as PFunctionToolset
+from pydantic_ai.usage import UsageLimits as PUsageLimits
 
 from tinyagents import (
     Agent,
@@ -508,3 +509,43 @@ async def test_toolset_tool_max_retries_none_uses_tool_retries_not_output_retrie
     assert len(attempts) == 2
     first, _ = tool_messages(result.messages)
     assert first.content.startswith("Always fails")
+
+
+# --- the run's limits, seen from a tool (tests/test_run_context_usage_limits.py) ----------
+
+
+async def test_usage_limits_visible_in_tool_run_and_stream() -> None:
+    # ports ::test_usage_limits_visible_in_tool_run_sync, ::..._run_and_stream and
+    # ::test_usage_limits_defaults_to_effective_limits_during_run: a tool sees the limits
+    # the run was started with (pydantic-ai's ctx.usage_limits; ours ctx.info.limits), by
+    # run and by run_stream, and the agent's own when the run gives none
+    seen: list[RunLimits] = []
+
+    @tool
+    def record_limits(ctx: RunContext) -> str:
+        """Record the limits."""
+        seen.append(ctx.info.limits)
+        return "done"
+
+    limits = RunLimits(max_model_calls=10, max_tokens=5000)
+    model = ScriptedModel([tool_call("record_limits"), reply("x")] * 2)
+    agent = Agent("a", model, tools=[record_limits])
+    assert (await agent.run("hello", limits=limits)).output == "x"
+    events = [e async for e in agent.run_stream("hello", limits=limits)]
+    assert events[-1].type == "run.completed"
+    own = RunLimits(max_model_calls=3)
+    model = ScriptedModel([tool_call("record_limits"), reply("x")])
+    assert (await Agent("b", model, tools=[record_limits], limits=own).run("hi")).output == "x"
+    assert seen == [limits, limits, own]
+
+    their_seen: list[Any] = []
+    their = PAgent(PTestModel(call_tools=["record_limits"]))
+
+    @their.tool(name="record_limits")
+    def their_record_limits(ctx: PRunContext[None]) -> str:
+        their_seen.append(ctx.usage_limits)
+        return "done"
+
+    their_limits = PUsageLimits(request_limit=10, total_tokens_limit=5000)
+    await their.run("hello", usage_limits=their_limits)
+    assert their_seen == [their_limits]

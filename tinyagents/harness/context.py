@@ -124,7 +124,8 @@ class RunContext(Record):
     ``tool_call_id`` and ``tool_name`` name the call (the id its result answers), and
     ``retry`` counts the calls of that tool just before it, in this run, that failed (an
     error result: bad arguments, a ``ToolError``, an exception, a timeout), as pydantic-ai's
-    ``RunContext.retry`` does; it is 0 after a call that succeeded. Elsewhere (``model``
+    ``RunContext.retry`` does; it is 0 after a response whose calls of the tool succeeded,
+    none failing (a failure beside a success wins, as in pydantic-ai). Elsewhere (``model``
     hooks) the three are ``None``, ``None`` and 0.
 
     ``max_retries`` is how many failed calls in a row the tool may have before the run ends
