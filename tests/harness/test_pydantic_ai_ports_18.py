@@ -549,3 +549,47 @@ async def test_usage_limits_visible_in_tool_run_and_stream() -> None:
     their_limits = PUsageLimits(request_limit=10, total_tokens_limit=5000)
     await their.run("hello", usage_limits=their_limits)
     assert their_seen == [their_limits]
+
+
+async def test_two_failed_calls_of_a_tool_in_one_response_count_two() -> None:
+    # beside tests/test_toolsets.py::test_tool_manager_multiple_failed_tools. Kept on purpose:
+    # pydantic-ai counts a response's failures of a tool once (its calls run together and
+    # all see one ctx.retry: 0, 0, 1, 1, ...); ours run one at a time, each between its own
+    # boundaries, and count each failed call (docs/harness.md "Per-tool retry caps"), so a
+    # model failing twice per response reaches a cap of 3 at its fourth failed call.
+    def make(retry: type[Exception], seen: list[int]) -> Any:
+        def flaky(ctx: Any, x: int) -> int:
+            """Always fails."""
+            seen.append(ctx.retry)
+            raise retry("no")
+
+        return flaky
+
+    their_seen: list[int] = []
+
+    def their_model(messages: list[ModelMessage], info: AgentInfo) -> PModelResponse:
+        n = len(messages)
+        return PModelResponse(
+            parts=[
+                ToolCallPart("flaky", {"x": 1}, tool_call_id=f"a{n}"),
+                ToolCallPart("flaky", {"x": 2}, tool_call_id=f"b{n}"),
+            ]
+        )
+
+    their_fn = make(PModelRetry, their_seen)
+    their_fn.__annotations__ = {"ctx": PRunContext[None], "x": int, "return": int}
+    their = PAgent(PFunctionModel(their_model), tools=[PTool(their_fn)], retries=3)
+    with pytest.raises(UnexpectedModelBehavior, match="exceeded max retries count of 3"):
+        await their.run("go")
+    assert their_seen == [0, 0, 1, 1, 2, 2, 3, 3]
+
+    seen: list[int] = []
+    our_fn = make(ModelRetry, seen)
+    our_fn.__annotations__ = {"ctx": RunContext, "x": int, "return": int}
+    model = FunctionModel(
+        lambda request: tool_calls(tool_call("flaky", x=1), tool_call("flaky", x=2))
+    )
+    result = await Agent("a", model, tools=[tool(our_fn)], retries=3).run("go")
+    assert result.status is RunStatus.FAILED
+    assert "tool 'flaky' exceeded max retries count of 3" in (result.error or "")
+    assert seen == [0, 1, 2, 3]

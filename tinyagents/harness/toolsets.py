@@ -90,7 +90,8 @@ class Toolset(ABC):
 
 class FunctionToolset(Toolset):
     """Tools made from functions (pydantic-ai's ``FunctionToolset``): given as a list, added
-    with ``@toolset.tool`` (``tool_plain`` too: a ``ctx`` parameter is found either way) or
+    with ``@toolset.tool`` (a function taking the run's context) or ``@toolset.tool_plain``
+    (one that does not; each refuses the other kind, as pydantic-ai's do) or
     ``add_function``/``add_tool``. ``max_retries`` caps each tool of the set that has no cap of
     its own (``@tool(retries=...)``); a tool with neither takes the agent's ``retries``."""
 
