@@ -593,3 +593,36 @@ async def test_two_failed_calls_of_a_tool_in_one_response_count_two() -> None:
     assert result.status is RunStatus.FAILED
     assert "tool 'flaky' exceeded max retries count of 3" in (result.error or "")
     assert seen == [0, 1, 2, 3]
+
+
+async def test_a_toolsets_cap_survives_another_tools_response_in_between() -> None:
+    # ports tests/test_toolsets.py::test_tool_manager_retry_count_survives_interleaved_successful_step
+    # (through a run, not its ToolManager): a FunctionToolset(max_retries=2) tool's count is
+    # kept over a response that calls only another tool, and its third failure past the cap
+    # of 2 ends the run
+    retry_values: list[int] = []
+    toolset = FunctionToolset(max_retries=2)
+
+    @toolset.tool
+    def failing_tool(ctx: RunContext, x: int) -> int:
+        """A tool that always fails."""
+        retry_values.append(ctx.retry)
+        raise ModelRetry("This tool always fails")
+
+    @toolset.tool_plain
+    def other_tool(x: int) -> int:
+        """A tool that works."""
+        return x * 2
+
+    script: list[Any] = [
+        tool_call("failing_tool", x=1),
+        tool_call("other_tool", x=3),
+        tool_call("failing_tool", x=1),
+        tool_call("other_tool", x=3),
+        tool_call("failing_tool", x=1),
+    ]
+    result = await Agent("a", ScriptedModel(script), toolsets=[toolset]).run("go")
+    assert result.status is RunStatus.FAILED
+    assert "tool 'failing_tool' exceeded max retries count of 2" in (result.error or "")
+    assert retry_values == [0, 1, 2]
+    assert [m.content for m in tool_messages(result.messages)][1::2] == ["6", "6"]
