@@ -168,3 +168,29 @@ async def test_runs_list_keeps_every_status_it_is_given(served: Served, tmp_path
             return {r["run_id"]: r["status"] for r in runs} == both
 
         await eventually(shown)
+
+
+async def test_a_wrong_method_is_the_apis_error_naming_the_methods_the_path_takes(
+    served: Served,
+) -> None:
+    """A 405's message was a bare ``Method Not Allowed``: a client showing the API's
+    ``message`` (the CLI, the console's toasts) told its user nothing of what to send instead,
+    though the ``Allow`` header knew. Its message names the methods the path takes, in the
+    API's one error shape, under the API and at the console's files alike."""
+    run = await served.start_run("acme", think_s=0.05)
+    async with httpx.AsyncClient(base_url=served.url, timeout=60) as client:
+        for method, path in (
+            ("DELETE", f"{BASE}/runs/{run.run_id}"),
+            ("GET", f"{BASE}/runs/{run.run_id}/pause"),
+            ("POST", "/console.js"),
+        ):
+            r = await client.request(method, path, headers=served.as_("alice"))
+            assert r.status_code == 405, (method, path, r.text)
+            allowed = [m.strip() for m in r.headers["Allow"].split(",")]
+            body = r.json()
+            assert set(body) == {"type", "detail", "message"}, body
+            assert body["type"] == "method_not_allowed"
+            assert body["detail"] == body["message"]
+            assert body["message"] != "Method Not Allowed"
+            assert method in body["message"], body
+            assert all(m in body["message"] for m in allowed), (allowed, body)

@@ -1439,10 +1439,14 @@ def create_app(
                 # among them): where the endpoints are, not a bare "Not Found" (the path sent
                 # is not echoed back)
                 detail = NO_SUCH_PATH
-            body = error_body(exc.status_code, detail)
             headers = dict(exc.headers or {})
             if exc.status_code == 405:
-                headers["Allow"] = ", ".join(_allowed(request))
+                # what to send instead, as the Allow header says it (the path not echoed back)
+                allowed = ", ".join(_allowed(request))
+                headers["Allow"] = allowed
+                if detail == "Method Not Allowed":
+                    detail = f"{request.method} is not allowed here: this path takes {allowed}"
+            body = error_body(exc.status_code, detail)
             return JSONResponse(body, status_code=exc.status_code, headers=headers)
         return response
 
