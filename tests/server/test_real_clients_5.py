@@ -194,3 +194,23 @@ async def test_a_wrong_method_is_the_apis_error_naming_the_methods_the_path_take
             assert body["message"] != "Method Not Allowed"
             assert method in body["message"], body
             assert all(m in body["message"] for m in allowed), (allowed, body)
+
+
+async def test_the_damaged_runs_header_is_declared_where_it_is_sent(served: Served) -> None:
+    """``GET /runs`` counts the runs it lists from a damaged row in ``X-Damaged-Runs``
+    (docs/operator.md), but the OpenAPI document declared the ``Link`` header alone: a client
+    generated from it had no header to read, and a validating proxy could strip it. It is
+    declared on ``/runs``' answer, as a count, and on no route that never sends it."""
+    async with httpx.AsyncClient(base_url=served.url, timeout=60) as client:
+        doc = (await client.get(f"{BASE}/openapi.json")).json()
+    validate(doc)
+    declared = {
+        (path, method)
+        for path, item in doc["paths"].items()
+        for method, op in item.items()
+        if "X-Damaged-Runs" in op.get("responses", {}).get("200", {}).get("headers", {})
+    }
+    assert declared == {(f"{BASE}/runs", "get")}, declared
+    header = doc["paths"][f"{BASE}/runs"]["get"]["responses"]["200"]["headers"]["X-Damaged-Runs"]
+    assert header["schema"]["type"] == "integer", header
+    assert "damaged" in header["description"], header

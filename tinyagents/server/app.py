@@ -1614,9 +1614,16 @@ def create_app(
         504: error("the run's owner did not answer in time (may still apply it)"),
     }
 
-    def paged(page: str, link: str, invalid: str, model: object) -> dict[int | str, dict[str, Any]]:
+    def paged(
+        page: str,
+        link: str,
+        invalid: str,
+        model: object,
+        headers: dict[str, dict[str, Any]] | None = None,
+    ) -> dict[int | str, dict[str, Any]]:
         """The responses of a read answered a page at a time (``model``, a list), the next
-        page's URL in a ``Link: <...>; rel="next"`` header (``link_next``)."""
+        page's URL in a ``Link: <...>; rel="next"`` header (``link_next``); ``headers``, the
+        other headers its answer may have."""
         return {
             **run_responses,
             200: {
@@ -1626,7 +1633,8 @@ def create_app(
                     "Link": {
                         "description": f'{link}: <URL>; rel="next"',
                         "schema": {"type": "string"},
-                    }
+                    },
+                    **(headers or {}),
                 },
             },
             422: error(invalid),
@@ -1654,6 +1662,13 @@ def create_app(
             "the next page",
             "a limit out of range, or a cursor this server never gave",
             list[RunSnapshot],
+            {
+                "X-Damaged-Runs": {
+                    "description": "how many runs of the page are listed from a damaged row "
+                    "(with their `error`); absent when none is",
+                    "schema": {"type": "integer", "minimum": 1},
+                }
+            },
         ),
         summary="List runs, a page at a time",
     )
