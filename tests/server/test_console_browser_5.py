@@ -9,6 +9,7 @@ import pytest
 from test_console_browser import (
     _refund_question_row,
     browser,
+    fresh,
     screenshot_on_failure,
     serve_demo,
     waiter,
@@ -43,3 +44,43 @@ def test_a_graph_tasks_entry_is_said_to_be_a_task_of_its_graph_run(
         ).click()
         wait.until(lambda d: "top-level" in kind.text)
         assert kind.text == "graph run, tenant default, a top-level run", kind.text
+
+
+def test_a_function_nodes_task_shows_only_the_controls_its_graph_run_takes(
+    browser: Any, tmp_path: Path
+) -> None:
+    """The demo's refund task runs a function node (``approve_refund``): its graph run
+    refuses a pause, a resume, an instruction or a narrowing of tools for it (only an agent
+    node's run takes them), yet its entry showed those controls as for any run, each a
+    command refused at once. The API's snapshot of the entry says what it takes
+    (``accepts``), and the page offers only those: the others are disabled, with the reason
+    shown, while Cancel and the question's answers stay. A run that takes everything (the
+    demo's agent runs) keeps every control."""
+    from selenium.webdriver.common.by import By
+
+    refused = ("pause-btn", "resume-btn", "steer-btn", "tools-btn")
+    with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
+        wait = waiter(browser)
+        browser.get(url)
+        row = wait.until(_refund_question_row)
+        row.click()
+        wait.until(lambda d: "graph task" in d.find_element(By.ID, "run-kind").text)
+        note = browser.find_element(By.ID, "control-note")
+        wait.until(lambda d: note.is_displayed())
+        for control in refused:
+            button = browser.find_element(By.ID, control)
+            assert not button.is_enabled(), control
+            assert "approve_refund" in button.get_attribute("title"), control
+        assert "approve_refund" in note.text and "pause" in note.text, note.text
+        assert browser.find_element(By.ID, "cancel-btn").is_enabled()
+        assert not browser.find_element(By.ID, "steer-input").is_enabled()
+        assert not browser.find_element(By.ID, "tools-input").is_enabled()
+        assert browser.find_elements(By.CSS_SELECTOR, '[data-testid="approve-btn"]')
+
+        agent = wait.until(fresh("orchestrator", child=False))
+        run_id = agent.get_attribute("data-run-id")
+        agent.click()
+        wait.until(lambda d: d.find_element(By.ID, "run-id").text == run_id)
+        assert not note.is_displayed()
+        for control in (*refused, "cancel-btn"):
+            assert browser.find_element(By.ID, control).is_enabled(), control

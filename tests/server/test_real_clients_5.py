@@ -214,3 +214,55 @@ async def test_the_damaged_runs_header_is_declared_where_it_is_sent(served: Serv
     header = doc["paths"][f"{BASE}/runs"]["get"]["responses"]["200"]["headers"]["X-Damaged-Runs"]
     assert header["schema"]["type"] == "integer", header
     assert "damaged" in header["description"], header
+
+
+async def test_a_function_nodes_task_entry_says_which_commands_its_graph_run_takes(
+    served: Served,
+) -> None:
+    """A graph task's entry (``gt-...``) of a function node looked like any run, though its
+    graph run refuses a pause, a resume, an instruction or a narrowing of tools for it (only
+    an agent node's run takes them): a client (the console) offered each, to be refused. Its
+    snapshot names the kinds it takes (``accepts``, declared in the document), from the rule
+    the server refuses by: what it leaves out is refused, what it names is not."""
+    graph = StateGraph(Refund).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
+    compiled = graph.compile(checkpointer=MemoryCheckpointer())
+    asked = await served.runtime.start_graph(
+        compiled, {"amount": "3 EUR"}, thread_id="refund-accepts", tenant_id="acme"
+    )
+    alice = served.as_("alice")
+    async with httpx.AsyncClient(base_url=served.url, timeout=60) as client:
+
+        async def entry() -> Any:
+            r = await client.get(f"{BASE}/runs/{asked.run_id}/tree", headers=alice)
+            tasks = [c for c in r.json()["children"] if c.get("task_id")]
+            return tasks and tasks[0]["status"] == "interrupted" and tasks[0]
+
+        task = await eventually(entry)
+        doc = (await client.get(f"{BASE}/openapi.json")).json()
+        snapshot = (await client.get(f"{BASE}/runs/{task['run_id']}", headers=alice)).json()
+        assert "accepts" in doc["components"]["schemas"]["RunSnapshot"]["properties"]
+        accepts = snapshot["accepts"]
+        assert task["accepts"] == accepts
+        assert {"cancel", "approve", "reject"} <= set(accepts), accepts
+        for kind, payload in (
+            ("pause", {}),
+            ("resume", {}),
+            ("add_instruction", {"text": "be brief"}),
+            ("constrain_tools", {"tools": []}),
+        ):
+            assert kind not in accepts
+            r = await client.post(
+                f"{BASE}/runs/{task['run_id']}/commands",
+                json={"kind": kind, "payload": payload},
+                headers=alice,
+            )
+            receipt = r.json() if r.status_code == 200 else r.json().get("receipt") or {}
+            assert receipt.get("status") == "rejected", (kind, r.status_code, r.text)
+            assert "not an agent node" in receipt["reason"], receipt
+        r = await client.post(
+            f"{BASE}/runs/{task['run_id']}/commands",
+            json={"kind": "request_status", "payload": {}},
+            headers=alice,
+        )
+        assert "request_status" in accepts
+        assert r.json()["status"] != "rejected", r.text

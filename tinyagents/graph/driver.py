@@ -40,6 +40,7 @@ from tinyagents.graph.lowering import (
     nested_unreachable,
     never_applied,
     node_of_answered_task,
+    node_steering,
     pending_interrupts,
     unanswerable_at_rest,
     undeliverable,
@@ -378,7 +379,14 @@ async def start_graph_run(
             wait_on_interrupt=wait_on_interrupt,
             hold_below=partial(HoldBelow, runtime, handle.info, graph.name),
         )
-        entries = TaskEntries(runtime, handle, events, graph.name, continued=recovery.continued)
+        entries = TaskEntries(
+            runtime,
+            handle,
+            events,
+            graph.name,
+            continued=recovery.continued,
+            accepts=lambda node: node_steering(graph.nodes.get(node) if node else None),
+        )
         run.task_hooks = entries
         earlier = handle.driver
         if isinstance(earlier, GraphRunDriver):  # continued: what runs above passed down to

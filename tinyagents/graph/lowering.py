@@ -114,6 +114,20 @@ _INSTEAD = (
 )
 
 
+def node_takes(spec: NodeSpec | None, kind: SteeringKind) -> bool:
+    """Whether a command of ``kind`` sent to a task or node of the node ``spec`` (None: no
+    node of the graph) can ever be applied: what the graph run lowers itself
+    (``GRAPH_KINDS``) reaches any node; the rest, only an agent node's run."""
+    return kind in GRAPH_KINDS or spec is None or spec.agent is not None
+
+
+def node_steering(spec: NodeSpec | None) -> tuple[str, ...] | None:
+    """The kinds a task of the node ``spec`` takes (``node_takes``), as its entry in the run
+    tree says them (``RunInfo.accepts``); None when it takes every kind (an agent node's)."""
+    kinds = tuple(kind.value for kind in SteeringKind if node_takes(spec, kind))
+    return None if len(kinds) == len(SteeringKind) else kinds
+
+
 def never_applied(
     graph: GraphCore,
     cmd: SteeringCommand,
@@ -145,7 +159,7 @@ def never_applied(
             f"SteeringTarget.graph_node(run_id, node); {which}); {_INSTEAD}"
         )
     spec = graph.nodes.get(node) if nested is None else nested
-    if spec is None or spec.agent is not None:
+    if spec is None or node_takes(spec, kind):
         return None
     what = "a sub-graph" if spec.subgraph is not None else "a function"
     if nested is not None:

@@ -9,6 +9,7 @@ only part of a managed run that acts inside a superstep.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tinyagents import _clock
@@ -56,14 +57,17 @@ class TaskEntries:
         graph_name: str,
         *,
         continued: bool = False,
+        accepts: Callable[[str | None], tuple[str, ...] | None] | None = None,
     ) -> None:
         """``continued``: the run is one an earlier runtime ran (its id came from the
         thread's checkpoints): the task entries it left resting on interrupts in the store
-        are taken back by the tasks that resume here."""
+        are taken back by the tasks that resume here. ``accepts``: the steering kinds the
+        graph run takes for a task of a node (``RunInfo.accepts`` of its entry)."""
         self.runtime = runtime
         self.handle = handle
         self.events = events
         self.graph_name = graph_name
+        self.accepts = accepts
         #: task id -> (run id, node) of the entries an earlier runtime left (read at the
         #: first task)
         self._resting: dict[str, tuple[str, str | None]] | None = None if continued else {}
@@ -109,6 +113,7 @@ class TaskEntries:
             tenant_id=parent.tenant_id,
             kind="graph",
             agent_id=self.graph_name,
+            accepts=None if self.accepts is None else self.accepts(node),
             **withheld_below(parent),
         )
         entry = RunHandle(info, submitter=self.runtime)

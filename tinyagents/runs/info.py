@@ -114,6 +114,10 @@ class RunInfo(Record):
     this run or one above it (``constrain_tools``, ``constrain_model``): a child started below
     it may not use them, whatever its agent names (it gets no more than its parent was left
     with). A run inherits them at its start (``withheld_below``).
+    ``accepts`` names the steering kinds a command to this run can ever be applied with; None
+    (the rule) when its kind of run takes every kind. A graph task's entry of a function or
+    sub-graph node has it (``tinyagents.graph.lowering.node_steering``): its graph run refuses
+    the rest for that task, so an operator's client offers only these.
     """
 
     run_id: str
@@ -134,6 +138,7 @@ class RunInfo(Record):
     usage: RunUsage = field(default_factory=RunUsage)
     status: RunStatus = RunStatus.RUNNING
     created_at: datetime = field(default_factory=_clock.now)
+    accepts: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         check_id(self.run_id, "run_id")
@@ -152,8 +157,9 @@ class RunInfo(Record):
         return self.usage.remaining(self.limits, _clock.monotonic())
 
     def snapshot(self) -> dict[str, Any]:
-        """A JSON-safe dict (for the store, the HTTP API and Redis mirrors)."""
-        return {
+        """A JSON-safe dict (for the store, the HTTP API and Redis mirrors); ``accepts`` only
+        when the run has it."""
+        snap = {
             "run_id": self.run_id,
             "root_run_id": self.root_run_id,
             "parent_run_id": self.parent_run_id,
@@ -171,6 +177,9 @@ class RunInfo(Record):
             "status": self.status.value,
             "created_at": self.created_at.isoformat(),
         }
+        if self.accepts is not None:
+            snap["accepts"] = list(self.accepts)
+        return snap
 
 
 class Withheld(TypedDict):

@@ -68,6 +68,13 @@ class RunSnapshot(_Open):
     kind: str | None = Field(default=None, description="agent or graph")
     tools: list[str] | None = Field(default=None, description="the tools it may call (None: any)")
     models: list[str] | None = None
+    accepts: list[str] | None = Field(
+        default=None,
+        description="the steering kinds a command to it can be applied with (absent or null: "
+        "every kind); a graph task's entry of a function or sub-graph node has it, its graph "
+        "run refusing the rest (pause, resume, instructions, tools... reach an agent node's "
+        "run alone)",
+    )
     limits: dict[str, Any] | None = None
     usage: dict[str, Any] | None = Field(
         default=None,

@@ -457,6 +457,7 @@ _SNAPSHOT_FIELDS: dict[str, tuple[tuple[type, ...], tuple[type, ...] | None]] = 
     "usage": ((dict, type(None)), None),
     "tools": (_LIST, (str,)),
     "models": (_LIST, (str,)),
+    "accepts": (_LIST, (str,)),
     "pending_commands": (_LIST, (dict,)),
     "interrupts": (_LIST, (dict,)),
 }

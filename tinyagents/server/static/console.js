@@ -597,12 +597,37 @@
     $("run-counters").textContent = counters(run);
     $("run-tools").textContent = Array.isArray(run.tools) ? run.tools.map(iso).join(", ") || "none" : "whatever its agent defines";
     const finished = FINISHED.has(run.status);
-    for (const id of ["pause-btn", "resume-btn", "cancel-btn", "steer-btn", "tools-btn"]) {
-      $(id).disabled = finished;
-      $(id).title = finished ? "This run has finished: it takes no more commands." : "";
+    // what the run can be sent: its snapshot's "accepts" when it has one (a function node's
+    // task, whose graph run refuses the rest), else every kind
+    const accepts = Array.isArray(run.accepts) ? new Set(run.accepts) : null;
+    const refused = [];
+    for (const [id, control] of CONTROLS) {
+      const takes = !accepts || control.kinds.every((kind) => accepts.has(kind));
+      if (!takes) refused.push(control.label);
+      for (const part of [id, ...(control.fields || [])]) $(part).disabled = finished || !takes;
+      $(id).title = finished
+        ? "This run has finished: it takes no more commands."
+        : takes ? "" : refusedNote(run, control.label);
     }
+    const note = !finished && refused.length ? refusedNote(run, refused.join(", ")) : "";
+    $("control-note").textContent = note;
+    $("control-note").hidden = !note;
     renderInterrupts(run);
     renderPending(run);
+  }
+
+  // Each control and the steering kinds it sends (its form's fields are disabled with it).
+  const CONTROLS = [
+    ["pause-btn", { kinds: ["pause"], label: "pause" }],
+    ["resume-btn", { kinds: ["resume"], label: "resume" }],
+    ["cancel-btn", { kinds: ["cancel"], label: "cancel" }],
+    ["steer-btn", { kinds: ["add_instruction"], label: "steer", fields: ["steer-input"] }],
+    ["tools-btn", { kinds: ["constrain_tools"], label: "narrow tools", fields: ["tools-input"] }],
+  ];
+
+  function refusedNote(run, what) {
+    const node = run.node_id ? `node ${iso(run.node_id)}` : "this run";
+    return `Not for ${node}: its graph run refuses ${what} for it, and takes only ${(run.accepts || []).map(iso).join(", ")}.`;
   }
 
   function questionsOf(run) {
