@@ -3,7 +3,8 @@
 ``validate_payload`` turns a validated payload model into its read-only dict straight from the
 model's fields; the long way is pydantic's dump with ``exclude_none`` made read-only. Both must
 give equal dicts, with the same types at every level, for every kind and any JSON payload a
-kind's schema takes.
+kind's schema takes. Its quick way (a core validator per kind, ``_quick_validators``) takes
+less, and must give the same for what it takes.
 
 ``json_bytes`` (the payload policy's measure) counts plain text and plain keys inline; it must
 still give the length of the compact JSON in UTF-8 for any JSON value, and stop only past its
@@ -27,6 +28,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 from steerkit import OPERATOR, apply_ready, make_command, start_run
 
 from tinyagents.errors import InvalidCommandError
@@ -40,12 +42,11 @@ from tinyagents.protocol import (
     validate_payload,
 )
 from tinyagents.protocol.commands import (
-    _TEXT_KINDS,
     ReadOnlyDict,
     ReadOnlyList,
     _json_problem,
+    _quick_validators,
     _read_only,
-    _text_payload,
     mutable_copy,
 )
 from tinyagents.runtime import Runtime
@@ -281,12 +282,24 @@ def test_a_plain_queue_still_refuses_an_id_it_holds() -> None:
     assert len(queue) == 1
 
 
+QUICK = _quick_validators()
+
+
+def _quick(kind: SteeringKind, payload: Any) -> Any:
+    """What the quick way gives for ``payload``, or None where it leaves it to the long way."""
+    try:
+        return QUICK[kind].validate_python(payload)
+    except ValidationError:
+        return None
+
+
 surrogates = st.text(st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), min_size=1)
 hostile_leaves = st.one_of(
     leaves,
     names,
     st.binary(max_size=3),
     surrogates.map(lambda s: "a" + s),
+    st.text(max_size=4),
     st.sets(names, max_size=2),
     st.frozensets(names, max_size=2),
 )
@@ -296,24 +309,37 @@ hostile_values = st.one_of(
     st.lists(hostile_leaves, max_size=3).map(tuple),
     st.dictionaries(st.text(max_size=3), hostile_leaves, max_size=2),
 )
-text_kind_payloads = st.dictionaries(
+quick_kind_payloads = st.dictionaries(
     st.sampled_from(
-        ["text", "question", "tools", "models", "reason", "abort", "goto", "instruction", "x"]
+        [
+            "text",
+            "question",
+            "tools",
+            "models",
+            "reason",
+            "abort",
+            "goto",
+            "instruction",
+            "source",
+            "interrupt_id",
+            "value",
+            "x",
+        ]
     ),
     hostile_values,
     max_size=3,
 )
 
 
-@pytest.mark.parametrize("kind", sorted(_TEXT_KINDS, key=str))
+@pytest.mark.parametrize("kind", sorted(QUICK, key=str))
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(payload=text_kind_payloads)
-def test_the_quick_way_for_text_kinds_gives_what_the_long_way_gives(
+@given(payload=quick_kind_payloads)
+def test_the_quick_way_gives_what_the_long_way_gives(
     kind: SteeringKind, payload: dict[str, Any]
 ) -> None:
-    # ``_text_payload`` skips ``_json_problem``'s walk: whatever it takes, the long way (the
-    # walk, then the lax validation) takes too and makes the same read-only dict of it
-    quick = _text_payload(PAYLOAD_MODELS[kind], payload)
+    # The quick way skips ``_json_problem``'s walk and the payload model: whatever it takes,
+    # the long way (the walk, then the model) takes too and makes the same read-only dict of it
+    quick = _quick(kind, payload)
     if quick is None:  # the long way decides (and says what is wrong)
         return
     assert _json_problem(payload) is None
@@ -321,20 +347,54 @@ def test_the_quick_way_for_text_kinds_gives_what_the_long_way_gives(
     assert type(quick) is ReadOnlyDict
     assert quick == expected
     assert _shape(quick) == _shape(expected)
+    assert validate_payload(kind, payload) == quick
+
+
+@pytest.mark.parametrize("kind", sorted(PAYLOADS, key=str))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_the_quick_way_gives_what_the_long_way_gives_for_valid_payloads(
+    kind: SteeringKind, data: Any
+) -> None:
+    payload = data.draw(PAYLOADS[kind])
+    quick = _quick(kind, payload) if kind in QUICK else None
+    if quick is not None:
+        assert quick == _long_way(kind, payload)
+        assert _shape(quick) == _shape(_long_way(kind, payload))
 
 
 def test_the_quick_way_takes_plain_text_and_leaves_the_rest_to_the_long_way() -> None:
-    tools = PAYLOAD_MODELS[SteeringKind.CONSTRAIN_TOOLS]
-    got = _text_payload(tools, {"tools": ["b", "a", "b"]})
+    # the usual payloads (the steering benchmark's among them) are taken the quick way
+    usual = {
+        SteeringKind.ADD_INSTRUCTION: {"text": "focus on item 1"},
+        SteeringKind.PROVIDE_CONTEXT: {"text": "context 1", "source": "crm"},
+        SteeringKind.CONSTRAIN_TOOLS: {"tools": ["search", "fetch"]},
+        SteeringKind.CONSTRAIN_MODEL: {"models": ["b", "a", "b"]},
+        SteeringKind.REDIRECT: {"goto": ["n1", "n2"], "instruction": "go on"},
+        SteeringKind.CANCEL: {"reason": "r\u00e9", "abort": True},
+        SteeringKind.APPROVE: {"interrupt_id": "i-1"},
+        SteeringKind.REQUEST_STATUS: {},
+    }
+    for kind, payload in usual.items():
+        assert _quick(kind, payload) == _long_way(kind, payload), kind
+    got = _quick(SteeringKind.CONSTRAIN_TOOLS, {"tools": ["b", "a", "b"]})
     assert got == {"tools": ["a", "b"]} and type(got) is ReadOnlyDict
     assert got is not None and type(got["tools"]) is ReadOnlyList
+    tools = SteeringKind.CONSTRAIN_TOOLS
     for payload in ({"tools": ("a",)}, {"tools": ["a\ud800"]}, {"tools": [b"a"]}, {"x": 1}):
-        assert _text_payload(tools, payload) is None
-    text = PAYLOAD_MODELS[SteeringKind.ADD_INSTRUCTION]
-    assert _text_payload(text, {"text": "caf\u00e9"}) == {"text": "caf\u00e9"}
-    assert _text_payload(text, {"text": "a\udc00"}) is None
+        assert _quick(tools, payload) is None
+    text = SteeringKind.ADD_INSTRUCTION
+    assert _quick(text, {"text": "caf\u00e9"}) == {"text": "caf\u00e9"}
+    for payload in ({"text": "a\udc00"}, {"text": "\u65e5\u672c"}, {"text": " \u200b"}):
+        assert _quick(text, payload) is None  # no visible ASCII: the long way judges it
+    assert validate_payload(text, {"text": "\u65e5\u672c"}) == {"text": "\u65e5\u672c"}
+    for payload in ({"text": "x", "value": 1}, {"text": "x", "source": None}):
+        assert _quick(SteeringKind.PROVIDE_CONTEXT, payload) is None
+    assert _quick(SteeringKind.PAUSE, {"reason": "a\ud800"}) is None
     with pytest.raises(InvalidCommandError, match="not valid UTF-8"):
         validate_payload(SteeringKind.ADD_INSTRUCTION, {"text": "a\udc00"})
+    with pytest.raises(InvalidCommandError, match="not valid UTF-8"):
+        validate_payload(SteeringKind.PAUSE, {"reason": "a\ud800"})
 
 
 @settings(max_examples=300, deadline=None)

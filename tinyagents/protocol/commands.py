@@ -27,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.json_schema import JsonSchemaValue
-from pydantic_core import core_schema
+from pydantic_core import SchemaValidator, core_schema
 
 from tinyagents import _clock
 from tinyagents._record import FrozenRecord, record
@@ -548,9 +548,15 @@ def validate_payload(kind: SteeringKind, payload: dict[str, Any]) -> dict[str, A
     arbitrary objects, non-string keys), NaN and infinities, integers too long to read back,
     text that is not valid UTF-8, and nesting deeper than ``MAX_PAYLOAD_DEPTH``.
     """
+    if not _QUICK:  # built with the first payload validated, as the payload models are
+        _QUICK.update(_quick_validators())
+    quick = _QUICK.get(kind)
+    if quick is not None:
+        try:
+            return quick.validate_python(payload)  # type: ignore[no-any-return]
+        except ValidationError:
+            pass  # the long way decides (and says what is wrong, if anything is)
     model = payload_models.PAYLOAD_MODELS[kind]
-    if kind in _TEXT_KINDS and (quick := _text_payload(model, payload)) is not None:
-        return quick
     problem = _json_problem(payload)
     if problem is not None:
         raise InvalidCommandError(f"invalid payload for {kind.value}: {problem}")
@@ -563,48 +569,77 @@ def validate_payload(kind: SteeringKind, payload: dict[str, Any]) -> dict[str, A
     return _payload_dict(parsed)
 
 
-#: The kinds whose payload model holds only text, lists of text, a strict boolean and None.
-_TEXT_KINDS = frozenset(SteeringKind) - {
-    SteeringKind.PROVIDE_CONTEXT,
-    SteeringKind.APPROVE,
-    SteeringKind.REJECT,
-    SteeringKind.UPDATE_BUDGET,
-    SteeringKind.UPDATE_STATE,
-}
+#: The quick way of ``validate_payload``, by kind (``_quick_validators``).
+_QUICK: dict[SteeringKind, SchemaValidator] = {}
 
 
-def _text_payload(model: type[BaseModel], payload: dict[str, Any]) -> ReadOnlyDict | None:
-    """The payload of a kind of ``_TEXT_KINDS`` as ``validate_payload`` gives it, or None for
-    the long way (which says what is wrong, if anything is).
+def _quick_validators() -> dict[SteeringKind, SchemaValidator]:
+    """For each kind whose usual payload holds only text, lists of text and booleans: a
+    validator that takes such a payload and gives it as ``validate_payload`` does, all in
+    pydantic's core (no payload model made, no Python call: the read-only copies are made by
+    calling ``ReadOnlyDict``, ``ReadOnlyList``, ``set``, ``sorted``, ``dict.fromkeys`` and
+    ``list`` from the core), or refuses it; the long way then decides.
 
-    A strict validation that passes took only text (no bytes), lists (no tuple, set or
-    generator), booleans and None, under the model's own (text) keys: JSON, once each text
-    encodes as UTF-8 and the count is within ``MAX_PAYLOAD_VALUES``, so ``_json_problem``'s
-    walk would find nothing."""
-    count = len(payload)
-    for value in payload.values():
-        if type(value) is list:
-            count += len(value)
-    if count > MAX_PAYLOAD_VALUES:
-        return None
-    try:
-        parsed = model.__pydantic_validator__.validate_python(payload, strict=True)
-    except ValidationError:
-        return None
-    out = {}
-    for name, value in parsed.__dict__.items():
-        if value is None:
-            continue
-        if type(value) is str:
-            if not value.isascii() and not _utf8(value):
-                return None
-        elif type(value) is list:
-            for text in value:
-                if type(text) is not str or (not text.isascii() and not _utf8(text)):
-                    return None
-            value = ReadOnlyList(value)
-        out[name] = value
-    return ReadOnlyDict(out)
+    It takes less than the payload model does, never more: strict types (text, not bytes; a
+    list, not a tuple; a boolean, not 1), no None (the long way drops it), only the model's
+    keys, text that encodes as UTF-8 (a constraint makes the core read it as UTF-8), text the
+    model's rule takes (holding a visible ASCII character: it shows something, and is not
+    blank for ``strip``), lists short enough to stay within ``MAX_PAYLOAD_VALUES``, and no
+    ``value`` (any JSON, which ``_json_problem`` walks). What it takes is JSON, and the long
+    way gives the same read-only dict of it (``tests/steering/test_hot_path_equivalence.py``).
+    """
+    cs = core_schema
+    text = cs.str_schema(strict=True, max_length=_ANY_LENGTH)
+    shown = cs.str_schema(strict=True, pattern="[!-~]")
+    names = cs.list_schema(shown, strict=True, max_length=MAX_PAYLOAD_VALUES - 3)
+    some_names = cs.list_schema(shown, strict=True, min_length=1, max_length=MAX_PAYLOAD_VALUES - 3)
+
+    def then(*calls: Any) -> core_schema.CoreSchema:  # calls[-1](...(calls[0](schema)))
+        schema = calls[0]
+        for call in calls[1:]:
+            schema = cs.no_info_after_validator_function(call, schema)
+        return schema
+
+    def payload(required: dict[str, Any], optional: dict[str, Any]) -> core_schema.CoreSchema:
+        fields = {name: cs.typed_dict_field(s) for name, s in required.items()}
+        fields |= {name: cs.typed_dict_field(s, required=False) for name, s in optional.items()}
+        return then(
+            cs.typed_dict_schema(fields, extra_behavior="forbid", strict=True), ReadOnlyDict
+        )
+
+    reason = {"reason": text}
+    decision = payload({}, {"interrupt_id": text, **reason})
+    goto = cs.union_schema([shown, then(some_names, ReadOnlyList)], mode="left_to_right")
+    schemas = {
+        SteeringKind.ADD_INSTRUCTION: payload({"text": shown}, {}),
+        SteeringKind.REPLACE_INSTRUCTION: payload({"text": shown}, {}),
+        SteeringKind.ASK_CLARIFYING_QUESTION: payload({"question": shown}, {}),
+        SteeringKind.PROVIDE_CONTEXT: payload(
+            {"text": shown}, {"source": text, "interrupt_id": text}
+        ),
+        SteeringKind.CONSTRAIN_TOOLS: payload(
+            {"tools": then(names, set, sorted, ReadOnlyList)}, reason
+        ),
+        SteeringKind.CONSTRAIN_MODEL: payload(
+            {"models": then(some_names, dict.fromkeys, list, ReadOnlyList)}, reason
+        ),
+        SteeringKind.PAUSE: payload({}, reason),
+        SteeringKind.RESUME: payload({}, reason),
+        SteeringKind.CANCEL: payload({}, {"abort": cs.bool_schema(strict=True), **reason}),
+        SteeringKind.APPROVE: decision,
+        SteeringKind.REJECT: decision,
+        SteeringKind.REDIRECT: cs.union_schema(
+            [payload({"goto": goto}, {"instruction": shown}), payload({"instruction": shown}, {})],
+            mode="left_to_right",
+        ),
+        SteeringKind.REQUEST_STATUS: payload({}, {}),
+    }
+    return {kind: SchemaValidator(schema) for kind, schema in schemas.items()}
+
+
+#: A length no text reaches: as a constraint, it has the core read text as UTF-8 (refusing a
+#: lone surrogate), which it does not for text taken as it is.
+_ANY_LENGTH = 2**62
 
 
 #: A refusal names at most this many problems, and each field name in it is cut to
