@@ -487,18 +487,8 @@ def _text_problem(values: dict[str, Any]) -> str | None:
     """The first text field of a command's ``values`` (payload aside) that is not valid UTF-8,
     as ``'invalid command: field: problem'``, or None. Pydantic refuses such text in the data
     it validates; this also catches it in models built past validation (``model_copy``)."""
-    # Runs for every command: plain loops, and ASCII (nearly all ids) settled by isascii().
-    # Most commands: no ids given (their defaults are checked where they are made), no policy
-    # ref, and a target and actor checked before.
-    target, actor = values.get("target"), values.get("actor")
-    if (
-        _CLEAN.get(id(target)) is target
-        and _CLEAN.get(id(actor)) is actor
-        and "correlation_id" not in values
-        and "checkpoint_id" not in values
-        and values.get("policy_ref") is None
-    ):
-        return None
+    # Plain loops, and ASCII (nearly all ids) settled by isascii(). ``_check`` calls it only
+    # where there may be something to check.
     for name in ("correlation_id", "checkpoint_id"):
         value = values.get(name)
         if type(value) is str and not value.isascii() and not _utf8(value):
@@ -548,14 +538,19 @@ def validate_payload(kind: SteeringKind, payload: dict[str, Any]) -> dict[str, A
     arbitrary objects, non-string keys), NaN and infinities, integers too long to read back,
     text that is not valid UTF-8, and nesting deeper than ``MAX_PAYLOAD_DEPTH``.
     """
-    if not _QUICK:  # built with the first payload validated, as the payload models are
-        _QUICK.update(_quick_validators())
     quick = _QUICK.get(kind)
     if quick is not None:
         try:
             return quick.validate_python(payload)  # type: ignore[no-any-return]
         except ValidationError:
             pass  # the long way decides (and says what is wrong, if anything is)
+    return _long_payload(kind, payload)
+
+
+def _long_payload(kind: SteeringKind, payload: dict[str, Any]) -> dict[str, Any]:
+    """``validate_payload`` the long way: ``_json_problem``'s walk, then the payload model."""
+    if not _QUICK:  # built with the first payload validated, as the payload models are
+        _QUICK.update(_quick_validators())
     model = payload_models.PAYLOAD_MODELS[kind]
     problem = _json_problem(payload)
     if problem is not None:
@@ -831,13 +826,24 @@ class SteeringCommand(_CommandPart):
             if isinstance(data, cls):  # taken as it is (pydantic does not validate it again)
                 return data
             data = _fields_given(data)
-        kind = _parse_kind(data.get("kind"))
+        kind = data.get("kind")
+        if type(kind) is not SteeringKind:  # the usual kind, from Python code: nothing to parse
+            kind = _parse_kind(kind)
         payload = data.get("payload")
         if payload is None:  # left out (or null): no payload
             payload = {}
         elif not isinstance(payload, dict):
             raise InvalidCommandError(f"invalid payload for {kind.value}: must be an object")
-        data = {**data, "kind": kind, "payload": validate_payload(kind, payload)}
+        # validate_payload's quick way inline (one Python call fewer for most commands)
+        quick = _QUICK.get(kind)
+        if quick is None:
+            payload = _long_payload(kind, payload)
+        else:
+            try:
+                payload = quick.validate_python(payload)
+            except ValidationError:
+                payload = _long_payload(kind, payload)
+        data = {**data, "kind": kind, "payload": payload}
         if type(data.get("priority")) is str:  # by name, as the operator API takes it
             data["priority"] = _parse_priority(data["priority"])
         delivery = data.get("delivery")
@@ -851,10 +857,20 @@ class SteeringCommand(_CommandPart):
                 raise InvalidCommandError(broken)
         # Here, not in an after-validator (a second Python call for every command): the text
         # pydantic does not validate again is that of the targets, actors and policy refs
-        # handed in as models, which _text_problem checks (and remembers clean).
-        problem = _text_problem(data)
-        if problem is not None:
-            raise InvalidCommandError(problem)
+        # handed in as models, which _text_problem checks (and remembers clean). Most
+        # commands: no ids given (their defaults are checked where they are made), no policy
+        # ref, and a target and actor checked before: nothing to check, no call.
+        target, actor = data.get("target"), data.get("actor")
+        if (
+            _CLEAN.get(id(target)) is not target
+            or _CLEAN.get(id(actor)) is not actor
+            or "correlation_id" in data
+            or "checkpoint_id" in data
+            or data.get("policy_ref") is not None
+        ):
+            problem = _text_problem(data)
+            if problem is not None:
+                raise InvalidCommandError(problem)
         return data
 
     @field_validator("created_at")
