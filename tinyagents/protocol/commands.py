@@ -589,9 +589,9 @@ def _quick_validators() -> dict[SteeringKind, SchemaValidator]:
     names = cs.list_schema(shown, strict=True, max_length=MAX_PAYLOAD_VALUES - 3)
     some_names = cs.list_schema(shown, strict=True, min_length=1, max_length=MAX_PAYLOAD_VALUES - 3)
 
-    def then(*calls: Any) -> core_schema.CoreSchema:  # calls[-1](...(calls[0](schema)))
-        schema = calls[0]
-        for call in calls[1:]:
+    def then(schema: core_schema.CoreSchema, *calls: Any) -> core_schema.CoreSchema:
+        """``schema``, its value then handed to each of ``calls`` in turn."""
+        for call in calls:
             schema = cs.no_info_after_validator_function(call, schema)
         return schema
 
