@@ -11,20 +11,22 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any, TypedDict
 
 import httpx
 import pytest
+from services import drop_pg_schemas, pg_schema, postgres_dsn
 
-from tinyagents import Agent, LiteLLMModel, SupervisorSpec
+from tinyagents import Agent, LiteLLMModel, RunStatus, Runtime, SupervisorSpec
 from tinyagents.errors import ArgumentError, ConfigurationError
 from tinyagents.graph import START, StateGraph
 from tinyagents.harness import Model, ModelRequest, ModelResponse, Tool, ToolCall
 from tinyagents.store.checkpoint import MemoryCheckpointer
 from tinyagents.supervisor import SupervisorSpecError
 from tinyagents.supervisor.judge import Judge, JudgeError, JudgeInput, parse_verdict
-from tinyagents.testkit import OpenAICompatServer, ScriptedModel, reply
+from tinyagents.testkit import OpenAICompatServer, ScriptedModel, fake_agent, reply
 
 HELLO = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 MODES = ["default", "openai", "vllm", "llama.cpp"]
@@ -411,3 +413,48 @@ async def test_a_scripted_callable_answering_no_reply_is_a_400_naming_it() -> No
 def test_a_server_mode_it_does_not_know_is_an_argument_error() -> None:
     with pytest.raises(ArgumentError, match="mode must be"):
         OpenAICompatServer([], mode="zz")  # type: ignore[arg-type]
+
+
+# -- a run id of another tenant's run ---------------------------------------------------------
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'runs.db'}"
+        return
+    dsn = postgres_dsn()
+    sep = "&" if "?" in dsn else "?"
+    yield f"{dsn}{sep}schema={pg_schema()}"
+    await drop_pg_schemas()
+
+
+def _kept(snapshot: dict[str, Any] | None) -> dict[str, Any]:
+    assert snapshot is not None
+    return {k: v for k, v in snapshot.items() if k != "silence_s"}
+
+
+async def test_a_start_under_another_tenants_run_id_is_refused_and_changes_nothing(
+    store_url: str,
+) -> None:
+    """Found: ``rt.start(..., run_id=X, tenant_id="globex")`` with X the id of an acme run the
+    store kept (finished) claimed the id and wrote globex's run over acme's record: acme's run
+    was gone from the store, and its id (with its events) listed as globex's. It is refused
+    as an id taken, naming nothing of the other run; its own tenant still starts it again."""
+    async with Runtime(store_url) as rt:
+        done = await rt.start(fake_agent("clerk"), "acme work", run_id="job-1", tenant_id="acme")
+        assert (await done.result()).status is RunStatus.COMPLETED
+    async with Runtime(store_url) as rt:
+        kept = _kept(await rt.store.load_run("job-1"))
+        model = ScriptedModel([reply("globex's answer")])
+        with pytest.raises(ConfigurationError, match=r"run id 'job-1' is taken") as refused:
+            await rt.start(Agent("clerk", model), "globex work", run_id="job-1", tenant_id="globex")
+        assert "acme" not in str(refused.value) and "owner" not in str(refused.value)
+        assert model.requests == []
+        assert rt.runs.get("job-1") is None
+        assert _kept(await rt.store.load_run("job-1")) == kept
+        again = await rt.start(fake_agent("clerk"), "acme again", run_id="job-1", tenant_id="acme")
+        assert (await again.result()).status is RunStatus.COMPLETED
+        await rt.flush()
+        now = await rt.store.load_run("job-1")
+        assert now is not None and now["tenant_id"] == "acme"

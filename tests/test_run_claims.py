@@ -89,7 +89,7 @@ async def test_a_start_that_fails_after_its_claim_gives_the_run_id_back(store_ur
                 fake_agent("clerk"), "work", run_id="job-3", parent=parent, tenant_id="globex"
             )
         assert await second.store.load_run("job-3") is None
-        done = await second.start(fake_agent("clerk"), "work", run_id="job-3")
+        done = await second.start(fake_agent("clerk"), "work", run_id="job-3", tenant_id="globex")
         assert (await done.result()).status is RunStatus.COMPLETED
         await second.flush()
         kept = await second.store.load_run("job-3")
@@ -147,7 +147,8 @@ async def take_over(old: Runtime, new: Runtime, agent: Agent, run_id: str) -> Ru
         row = {k: v for k, v in row.items() if k != "silence_s"}
         await new.store.save_runs([{**row, "updated_at": stale.isoformat()}])
         try:
-            return await new.start(agent, "work", run_id=run_id)
+            # the run's own tenant: another tenant's start is refused (the id is taken)
+            return await new.start(agent, "work", run_id=run_id, tenant_id=row["tenant_id"])
         except ConfigurationError:
             continue
     pytest.fail("the stale run was never claimed")

@@ -1069,19 +1069,20 @@ class Runtime:
         already or among the unsaved ones (a failed save puts it back), where ``earlier``
         finds it; taken out to be saved while the id was claimed, it was missed, and written
         after the claim (held: the row names this runtime) it overwrote it."""
-        run_id = info.run_id
+        run_id, tenant_id = info.run_id, info.tenant_id
         snapshot = self.live_runs().snapshot(info)
+
+        def free(held: dict[str, Any] | None) -> bool:
+            # another tenant's run, finished or not, is never written over: its tenant's alone
+            if held is None:
+                return True
+            return held.get("tenant_id") == tenant_id and not self._running_elsewhere(held)
+
         # A claim that failed in a way that may pass is made again (``written_again``): one
         # whose COMMIT went through and whose reply was lost (a dropped connection) finds its
         # own claim (this runtime's: free) instead of leaving it held for a start that failed,
         # which refused the id everywhere until it went stale.
-        claim = asyncio.ensure_future(
-            written_again(
-                lambda: self.store.claim_run(
-                    snapshot, lambda held: held is None or not self._running_elsewhere(held)
-                )
-            )
-        )
+        claim = asyncio.ensure_future(written_again(lambda: self.store.claim_run(snapshot, free)))
         try:
             claimed, stored = await asyncio.shield(claim)
         except asyncio.CancelledError:
@@ -1102,6 +1103,11 @@ class Runtime:
             stored = None
         if not claimed:
             assert stored is not None
+            if stored.get("tenant_id") != tenant_id:  # said as nothing of that run: not its tenant
+                raise ConfigurationError(
+                    f"run id {run_id!r} is taken on this store; give this run its own run_id "
+                    "(or leave it unset for a fresh one)"
+                )
             raise ConfigurationError(
                 f"run {run_id!r} is running in another runtime on this store (owner "
                 f"{stored['owner']}, heartbeat at {stored.get('updated_at')}); wait for it "

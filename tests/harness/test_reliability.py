@@ -406,7 +406,9 @@ async def test_a_restarted_run_keeps_the_steering_its_earlier_incarnation_applie
 
 async def test_a_run_id_another_tenant_used_gets_none_of_its_steering(tmp_path: Path):
     """Run ids are the caller's to choose: a run of tenant globex started under the id an acme
-    run had on the same store got acme's instructions (secret text) and narrowed tools."""
+    run had on the same store got acme's instructions (secret text) and narrowed tools; then
+    it was started with none of them, over acme's stored run. Now it is not started at all:
+    the id is taken (``tests/test_hostile_probes_13.py``), and nothing reaches its model."""
     store = f"sqlite:///{tmp_path / 'runs.db'}"
     alice = SteeringActor.human("alice", tenant_id="acme", scopes=["agent:control"])
     gate = Gate("hold")
@@ -425,15 +427,15 @@ async def test_a_run_id_another_tenant_used_gets_none_of_its_steering(tmp_path: 
     recorder = EventRecorder()
     async with Runtime(store, sinks=[recorder]) as rt:
         model = ScriptedModel([reply("done")])
-        handle = await rt.start(
-            Agent("clerk", model, tools=tools), "globex work", run_id="job-1", tenant_id="globex"
-        )
-        assert (await handle.result()).status is RunStatus.COMPLETED
-        (request,) = model.requests
-        assert steering_messages(request) == []
-        assert {t.name for t in request.tools} == {"search", "delete", "hold"}
-        (started,) = [e for e in recorder.events if e.type == "run.started"]
-        assert "restored_steering" not in started.detail
+        with pytest.raises(ConfigurationError, match="'job-1' is taken"):
+            await rt.start(
+                Agent("clerk", model, tools=tools),
+                "globex work",
+                run_id="job-1",
+                tenant_id="globex",
+            )
+        assert model.requests == []
+        assert [e for e in recorder.events if e.type == "run.started"] == []
 
 
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
