@@ -21,6 +21,8 @@ from services import drop_pg_schemas, pg_schema, postgres_dsn
 
 from tinyagents import Agent, LiteLLMModel, RunStatus, Runtime, SupervisorSpec
 from tinyagents.errors import ArgumentError, ConfigurationError
+from tinyagents.events import mask
+from tinyagents.events.redact import MAX_MASK_DEPTH
 from tinyagents.graph import START, StateGraph
 from tinyagents.harness import Model, ModelRequest, ModelResponse, Tool, ToolCall
 from tinyagents.store.checkpoint import MemoryCheckpointer
@@ -458,3 +460,52 @@ async def test_a_start_under_another_tenants_run_id_is_refused_and_changes_nothi
         await rt.flush()
         now = await rt.store.load_run("job-1")
         assert now is not None and now["tenant_id"] == "acme"
+
+
+# -- events.mask on a cyclic or deep value ----------------------------------------------------
+
+
+def _depth(value: Any) -> int:
+    level = 0
+    while isinstance(value, (dict, list)):
+        level += 1
+        value = value[0] if isinstance(value, list) else next(iter(value.values()))
+    return level
+
+
+def test_mask_of_a_cyclic_value_cuts_it_as_a_summary_does() -> None:
+    """Found: the public ``tinyagents.events.mask`` recursed into a dict holding itself (and
+    into a list nested past Python's recursion limit) until a bare ``RecursionError``; a
+    summary (``summarize``) cuts such a value at its depth bound with a marker. ``mask``
+    now does so at ``MAX_MASK_DEPTH``, secrets above the cut still masked."""
+    loop: dict[str, Any] = {"password": "hunter2"}
+    loop["again"] = loop
+    masked = mask(loop)
+    assert masked["password"] == "***"
+    level, inner = 1, masked
+    while isinstance(inner.get("again"), dict):
+        assert inner["password"] == "***"
+        inner, level = inner["again"], level + 1
+    assert level == MAX_MASK_DEPTH
+    assert inner["again"] == f"… (2 items nested deeper than {MAX_MASK_DEPTH} levels)"
+
+
+def test_mask_of_a_value_nested_past_the_recursion_limit_is_cut() -> None:
+    deep: list[Any] = ["leaf"]
+    for _ in range(5_000):
+        deep = [deep]
+    masked = mask({"args": deep, "token": "t"})
+    assert masked["token"] == "***"
+    assert _depth(masked) == MAX_MASK_DEPTH
+
+
+def test_mask_keeps_a_value_within_its_depth_whole() -> None:
+    value: Any = {"api_key": "k", "leaf": "x" * 5_000}
+    for _ in range(MAX_MASK_DEPTH - 1):
+        value = {"v": value}
+    masked = mask(value)
+    assert _depth(masked) == MAX_MASK_DEPTH
+    inner = masked
+    while "v" in inner:
+        inner = inner["v"]
+    assert inner == {"api_key": "***", "leaf": "x" * 5_000}

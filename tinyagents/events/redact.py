@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Sized
 from typing import Any
 
 from tinyagents.protocol.commands import ReadOnlyDict, ReadOnlyList
@@ -69,6 +70,11 @@ MASK = "***"
 #: but a model's tool arguments or a tool's result may be, and a summary must not recurse
 #: once per level (a run failed on ``RecursionError`` summarising them).
 MAX_SUMMARY_DEPTH = 32
+#: How many levels of containers ``mask`` keeps (the value masked is the first): deeper ones
+#: are shown as a summary's marker. Twice a summary's: a dumped event holds its summaries a
+#: few levels down, whole; a cyclic value (a dict holding itself) or one nested past Python's
+#: recursion limit is cut there instead of failing on ``RecursionError``.
+MAX_MASK_DEPTH = 2 * MAX_SUMMARY_DEPTH
 #: How many items (list items and dict entries, at every level together) a summary keeps;
 #: the rest of a container is shown as one marker saying how many it held. A summary goes into
 #: events (in memory and in the store's event log): a payload or a tool result of a million
@@ -168,8 +174,7 @@ def _summary(
     if isinstance(value, str):
         return value if len(value) <= max_chars else f"{value[:max_chars]}… ({len(value)} chars)"
     if level > MAX_SUMMARY_DEPTH and isinstance(value, (dict, list, tuple, set, frozenset)):
-        items = f"{len(value)} {'item' if len(value) == 1 else 'items'}"
-        return f"… ({items} nested deeper than {MAX_SUMMARY_DEPTH} levels)"
+        return _too_deep(value, MAX_SUMMARY_DEPTH)
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
@@ -214,17 +219,31 @@ def _held(count: int, one: str, many: str) -> str:
     return f"… ({count} {one if count == 1 else many} in all)"
 
 
+def _too_deep(value: Sized, depth: int) -> str:
+    """The marker that stands for a container nested deeper than ``depth`` levels."""
+    items = f"{len(value)} {'item' if len(value) == 1 else 'items'}"
+    return f"… ({items} nested deeper than {depth} levels)"
+
+
 def mask(value: Any, *, secret_keys: frozenset[str] = DEFAULT_SECRET_KEYS) -> Any:
     """``value`` with secret-named keys masked at any depth and nothing shortened (for logs
-    of data that is already JSON-safe, such as a dumped event)."""
+    of data that is already JSON-safe, such as a dumped event), but for containers nested
+    deeper than ``MAX_MASK_DEPTH`` levels (a cyclic value too), each shown as a summary's
+    marker saying how many items it held."""
+    return _masked(value, secret_keys, 1)
+
+
+def _masked(value: Any, secret_keys: frozenset[str], level: int) -> Any:
+    if not isinstance(value, (dict, list, tuple)):
+        return value
+    if level > MAX_MASK_DEPTH:
+        return _too_deep(value, MAX_MASK_DEPTH)
     if isinstance(value, dict):
         return {
-            k: MASK if _secret_name(str(k), secret_keys) else mask(v, secret_keys=secret_keys)
+            k: MASK if _secret_name(str(k), secret_keys) else _masked(v, secret_keys, level + 1)
             for k, v in value.items()
         }
-    if isinstance(value, (list, tuple)):
-        return [mask(v, secret_keys=secret_keys) for v in value]
-    return value
+    return [_masked(v, secret_keys, level + 1) for v in value]
 
 
 _CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
