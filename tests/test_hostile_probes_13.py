@@ -509,3 +509,22 @@ def test_mask_keeps_a_value_within_its_depth_whole() -> None:
     while "v" in inner:
         inner = inner["v"]
     assert inner == {"api_key": "***", "leaf": "x" * 5_000}
+
+
+# -- rt.runs.get of an id that is no text ------------------------------------------------------
+
+
+@pytest.mark.parametrize("run_id", [5, [1], {"a": 1}, None, b"r-1"])
+async def test_runs_get_of_an_id_that_is_no_text_is_an_argument_error(run_id: Any) -> None:
+    """Found: ``rt.runs.get([1])`` was a bare ``TypeError`` (unhashable) while
+    ``rt.runs.get(5)`` answered None, as if no run had the id. Both are the
+    ``ArgumentError`` that ``rt.forget(5)`` and ``rt.tree(5)`` give for an id that is no text."""
+    async with Runtime() as rt:
+        done = await rt.start(fake_agent("clerk"), "work", run_id="r-1")
+        await done.result()
+        with pytest.raises(ArgumentError, match="run_id is a run id"):
+            rt.runs.get(run_id)
+        with pytest.raises(ArgumentError, match="run_id is a run id"):
+            rt.forget(run_id)
+        assert rt.runs.get("r-1") is done
+        assert rt.runs.get("no-such-run") is None

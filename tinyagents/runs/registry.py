@@ -111,6 +111,11 @@ class RunRegistry:
         return builtins.list(self._handles.values())
 
     def get(self, run_id: str) -> RunHandle | None:
+        """The handle of run ``run_id`` while this registry holds it, else None. A ``run_id``
+        that is no text is an ``ArgumentError`` (as ``Runtime.forget``'s): ``5`` found no run
+        and ``[1]`` was a bare ``TypeError``."""
+        if not isinstance(run_id, str):
+            lookup_id(run_id)  # raises: no run id is anything but text
         return self._handles.get(run_id)
 
     def supervisor_spec_above(self, handle: RunHandle) -> Any:
