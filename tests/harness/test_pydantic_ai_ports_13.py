@@ -769,10 +769,9 @@ class KeepRequests(Middleware):
 
 
 async def test_history_processor_messages_sent_to_provider() -> None:
-    # pydantic-ai's history processors are not offered as such: a middleware's model hook
-    # changes what each request sends (here: the model's earlier answers left out), as a
-    # processor does. Unlike a processor, it leaves the run's transcript as it was
-    # (pydantic-ai's processor replaces the history the run keeps; docs/harness.md,
+    # A middleware's model hook changes what each request sends (here: the model's earlier
+    # answers left out), as a processor does. Unlike a processor (Agent(history_processors=),
+    # test_pydantic_ai_ports_19.py), it leaves the run's transcript as it was (docs/harness.md,
     # "Middleware").
     model = ScriptedModel(["Provider response"])
     agent = Agent("a", model, middleware=[KeepRequests()])

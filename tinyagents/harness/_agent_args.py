@@ -58,6 +58,19 @@ def checked_instructions(name: str, instructions: object) -> tuple[str, list[Run
 _NOT_SETTINGS = ("messages", "model", "stream", "tools")
 
 
+def history_processors_of(name: str, processors: object) -> tuple[RunFunction, ...]:
+    """An agent's ``history_processors`` (pydantic-ai's): a list of functions ``(messages)``
+    or ``(ctx, messages)``, each read as the run will call it (refused now if it is not)."""
+    if isinstance(processors, (str, bytes, Mapping)) or not isinstance(processors, Iterable):
+        raise ConfigurationError(
+            f"agent {name!r}: history_processors must be a list of functions (messages) or "
+            f"(ctx, messages), got {kind_of(processors)}"
+        )
+    return tuple(
+        RunFunction(fn, values=1, what="history processor", agent=name) for fn in processors
+    )
+
+
 def checked_model_settings(name: str, settings: object) -> dict[str, Any]:
     """``settings`` as a dict of provider settings (None: none)."""
     if settings is None:

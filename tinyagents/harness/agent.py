@@ -24,6 +24,7 @@ from tinyagents.harness._agent_args import (
     checked_instructions,
     checked_metadata,
     checked_model_settings,
+    history_processors_of,
     middleware_list,
     model_names,
     output_spec,
@@ -118,6 +119,10 @@ class Agent:
     ``agent.override(...)`` changes the runs started within a ``with`` block.
     ``prepare_tools`` (pydantic-ai's ``PrepareTools``): ``(ctx, specs)`` returning the tool
     specs a model request offers, a subset of ``specs`` (each may be described otherwise).
+    ``history_processors`` (pydantic-ai's): functions ``(messages)`` or ``(ctx, messages)``,
+    sync or async, called in order before each model request with the run's messages; what
+    the last returns is sent and kept as the run's transcript (docs/harness.md, "History
+    processors").
     ``end_strategy`` (pydantic-ai's): what the other tool calls of a response holding an
     output tool call do: ``"graceful"`` (the default) runs the calls in order, the first
     valid output call winning; ``"early"`` reads the output calls first and, once one is
@@ -145,6 +150,7 @@ class Agent:
         toolsets: Sequence[Toolset] = (),
         model_settings: Mapping[str, Any] | None = None,
         prepare_tools: Callable[..., Any] | None = None,
+        history_processors: Sequence[Callable[..., Any]] = (),
         end_strategy: EndStrategy = "graceful",
         metadata: Mapping[str, Any] | Callable[..., Any] | None = None,
     ) -> None:
@@ -207,6 +213,10 @@ class Agent:
         #: pydantic-ai's ``prepare_tools``: ``(ctx, specs) -> specs``, called before each
         #: model request with the tools it would offer (after each tool's ``prepare``).
         self.prepare_tools = prepare_tools
+        #: pydantic-ai's ``history_processors``: ``(messages)`` or ``(ctx, messages)``, sync
+        #: or async, each returning the messages to send, called in order before each model
+        #: request; what they return is the run's transcript from then on.
+        self.history_processors = history_processors_of(name, history_processors)
         #: The tools given as ``tools=`` (``override(tools=...)`` replaces them for a run).
         self.function_tools = tool_dict(name, tools)
         #: The toolsets given as ``toolsets=`` (``override(toolsets=...)`` replaces them).

@@ -26,7 +26,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, get_args
 
 from pydantic import BaseModel, ValidationError
 
@@ -46,6 +46,7 @@ from tinyagents.errors import (
     ToolError,
     ToolsWithheld,
     UnknownTargetError,
+    kind_of,
     message_of,
 )
 from tinyagents.events.models import (
@@ -206,6 +207,8 @@ class AgentRecipe(AgentView, Protocol):
     @property
     def prepare_tools(self) -> Callable[..., Any] | None: ...
     @property
+    def history_processors(self) -> Sequence[RunFunction]: ...
+    @property
     def toolsets(self) -> Sequence[Toolset]: ...
     @property
     def output_native(self) -> bool: ...
@@ -337,6 +340,8 @@ class AgentRun(RunDriver):
         #: The agent's instruction functions as the run started (one the agent is given
         #: later is for its later runs), called before each model request.
         self._instruction_fns = tuple(agent.instruction_functions)
+        #: The agent's history processors as the run started, called before each request.
+        self._processors = tuple(agent.history_processors)
         #: The ``prepare`` functions of the agent's tools, by tool name (pydantic-ai's),
         #: called before each model request offering their tool.
         self._prepares = {
@@ -1220,6 +1225,8 @@ class AgentRun(RunDriver):
         tree = self.runtime.runs.tree
         # before the call is counted: a function that fails ends the run with no call made
         unsent = self._instruction_fns and await self._write_instructions()
+        if self._processors:
+            unsent = await self._process_history(bool(unsent))
         tokens_left = reserve_model_call(self.info, tree)
         if self.staged:
             self.messages.extend(msg for _, msg in self.staged)
@@ -1344,6 +1351,43 @@ class AgentRun(RunDriver):
         check_token_budget(self.info, tree)
         _refuse_cut_off_calls(response, request)
         return response, rid
+
+    async def _process_history(self, unsent: bool) -> bool:
+        """Pass the run's messages through the agent's history processors, in order (each
+        given a copy of the list the one before returned), as pydantic-ai does before each
+        model request: what the last returns is what is sent, and the run's transcript from
+        then on (``RunResult.messages``). Steering messages staged for this request are not
+        given to them: they are added after, as pydantic-ai's instructions are, so what a
+        command delivers reaches the model it was sent for. The run's own messages (its new
+        ones) start at the first message it had made that is still there (else at the last,
+        the one sent, as pydantic-ai stamps it). True: the leading system message is one
+        with no text, not sent."""
+        before = self.messages
+        first = before[0] if before else None
+        messages: object = list(before)
+        for hook in self._processors:
+            messages = await hook(self.ctx, list(cast("list[Message]", messages)))
+            who = f"agent {self.agent.name!r}: history processor {hook.name!r}"
+            if not isinstance(messages, list):
+                raise ConfigurationError(
+                    f"{who} must return a list of Messages, got {kind_of(messages)}"
+                )
+            _check_messages(messages, f"{who} returned messages", "a list of Messages")
+        kept = cast("list[Message]", messages)
+        who = f"agent {self.agent.name!r}: its history processors"
+        if not kept:
+            raise ConfigurationError(
+                f"{who} left no message to send (processed history cannot be empty)"
+            )
+        if kept[-1].role == "assistant":
+            raise ConfigurationError(
+                f"{who} returned messages ending with an assistant message; what is sent "
+                "must end with a user, tool or system message (pydantic-ai's ModelRequest)"
+            )
+        self.new_from = _first_kept(before, kept, self.new_from, len(kept) - 1)
+        self._given = _first_kept(before, kept, self._given, len(kept))
+        self.messages[:] = kept
+        return unsent and kept[0] is first
 
     def _model_failed(self, rid: str, request: ModelRequest, exc: BaseException) -> None:
         # The call's own end: without it a trace holds a model call that never answered and a
@@ -2923,6 +2967,13 @@ def _check_start(
                 raise ConfigurationError(
                     f"tools[{index}] must be a tool name, got {type(name).__name__}"
                 )
+
+
+def _first_kept(before: Sequence[Message], after: Sequence[Message], since: int, none: int) -> int:
+    """Where ``before[since:]`` starts in ``after``, a history processor's list: at the
+    first of them it kept (the same object), else ``none``."""
+    ours = {id(m) for m in before[since:]}
+    return next((i for i, m in enumerate(after) if id(m) in ours), none)
 
 
 def _check_messages(value: object, name: str, expected: str) -> None:
