@@ -26,6 +26,7 @@ from tinyagents.errors import (
     ModelRetry,
     ModelServerError,
     ModelTimeoutError,
+    ToolFailed,
     UnsupportedOutputError,
 )
 from tinyagents.harness import (
@@ -144,6 +145,7 @@ __all__ = [
     "TextOutput",
     "Tool",
     "ToolCall",
+    "ToolFailed",
     "ToolOutput",
     "ToolResult",
     "Toolset",

@@ -471,6 +471,15 @@ class ModelRetry(ToolError):
     and the model asked again, counted against ``Agent(output_retries=...)``."""
 
 
+class ToolFailed(ToolError):
+    """Raised by a tool to report its call done and failed (a missing resource, an
+    unsupported operation), as pydantic-ai's ``ToolFailed``: the call is answered with the
+    message as its error result, for the model to adapt to rather than call again the same
+    way; unlike ``ModelRetry`` it is not counted against the tool's retries
+    (``Tool(retries=...)``, ``RunContext.retry``). Bound repeated failures with
+    ``RunLimits(max_tool_calls=...)``."""
+
+
 class GraphError(TinyAgentsError):
     """The graph runtime could not continue."""
 

@@ -16,6 +16,10 @@ from typing import Any
 
 import pytest
 from pydantic_ai import Agent as PAgent
+from pydantic_ai import ModelRetry as PModelRetry
+from pydantic_ai import RunContext as PRunContext
+from pydantic_ai import ToolFailed as PToolFailed
+from pydantic_ai import UnexpectedModelBehavior
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import (
@@ -31,7 +35,16 @@ from pydantic_ai.messages import ModelResponse as PModelResponse
 from pydantic_ai.models.function import AgentInfo
 from pydantic_ai.models.function import FunctionModel as PFunctionModel
 
-from tinyagents import Agent, RunContext, RunStatus, Runtime
+from tinyagents import (
+    Agent,
+    Middleware,
+    ModelRetry,
+    RunContext,
+    RunStatus,
+    Runtime,
+    ToolFailed,
+    tool,
+)
 from tinyagents.errors import ConfigurationError
 from tinyagents.harness import Message, ModelRequest
 from tinyagents.testkit import FunctionModel, ScriptedModel, tool_call
@@ -432,3 +445,87 @@ async def test_history_processor_streaming_replaces_message_history() -> None:
     assert [e.message_count for e in events if e.type == "model.request"] == [2]
     assert "".join(e.text for e in events if e.type == "model.delta") == "hello there"
     assert events[-1].type == "run.completed"
+
+
+# --- ToolFailed (pydantic-ai's docs, "Report a Failed Tool Result") --------------------------
+
+
+@pytest.mark.parametrize("raised", ["ToolFailed", "ModelRetry"])
+async def test_tool_failed_is_not_counted_against_the_tools_retries(raised: str) -> None:
+    """A tool raising ``ToolFailed`` on each of three calls, with one retry allowed: the
+    model is told each time and the run goes on (its retry count stays 0), where
+    ``ModelRetry`` ends the run at the second failure in a row (pydantic-ai's
+    ``UnexpectedModelBehavior``)."""
+
+    def their_model(messages: list[ModelMessage], info: AgentInfo) -> PModelResponse:
+        if sum(role == "tool" for role, _ in flat(messages)) < 3:
+            return PModelResponse(parts=[ToolCallPart("lookup", {"key": "a"})])
+        return PModelResponse(parts=[TextPart("gave up")])
+
+    their_agent = PAgent(PFunctionModel(their_model))
+    their_retries: list[int] = []
+
+    @their_agent.tool(retries=1)
+    def lookup(ctx: PRunContext[None], key: str) -> str:
+        their_retries.append(ctx.retry)
+        raise (PToolFailed if raised == "ToolFailed" else PModelRetry)(f"no {key}")
+
+    our_retries: list[int] = []
+
+    def answer(request: ModelRequest) -> Any:
+        if sum(m.role == "tool" for m in request.messages) < 3:
+            return tool_call("lookup", key="a")
+        return "gave up"
+
+    @tool(retries=1)
+    def lookup_ours(ctx: RunContext, key: str) -> str:
+        """Look a key up."""
+        our_retries.append(ctx.retry)
+        raise (ToolFailed if raised == "ToolFailed" else ModelRetry)(f"no {key}")
+
+    lookup_ours.name = "lookup"
+    agent = Agent("a", FunctionModel(answer), tools=[lookup_ours])
+    result = await agent.run("go")
+    if raised == "ToolFailed":
+        theirs_result = await their_agent.run("go")
+        assert theirs_result.output == result.output == "gave up"
+        assert our_retries == their_retries == [0, 0, 0]
+        tool_results = [m for m in result.messages if m.role == "tool"]
+        assert [(m.content, m.metadata) for m in tool_results] == [("no a", {"error": True})] * 3
+        assert [
+            (p.content, p.outcome)
+            for m in theirs_result.all_messages()
+            for p in m.parts
+            if isinstance(p, ToolReturnPart)
+        ] == [("no a", "failed")] * 3
+    else:
+        with pytest.raises(UnexpectedModelBehavior, match="exceeded max retries count of 1"):
+            await their_agent.run("go")
+        assert result.status is RunStatus.FAILED
+        assert "exceeded max retries count of 1" in (result.error or "")
+        assert our_retries == their_retries == [0, 1]
+
+
+class Unavailable(Middleware):
+    """A tool hook turning every call into a ``ToolFailed`` (pydantic-ai: raised from a tool
+    execution hook, with the same retry-budget behaviour as from the tool)."""
+
+    async def tool(self, call: Any, ctx: RunContext, call_next: Any) -> Any:
+        raise ToolFailed("service down")
+
+
+async def test_tool_failed_from_a_middleware_is_not_counted_either() -> None:
+    def answer(request: ModelRequest) -> Any:
+        if sum(m.role == "tool" for m in request.messages) < 3:
+            return tool_call("lookup", key="a")
+        return "gave up"
+
+    @tool(retries=0)
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        return key  # pragma: no cover
+
+    agent = Agent("a", FunctionModel(answer), tools=[lookup], middleware=[Unavailable()])
+    result = await agent.run("go")
+    assert result.status is RunStatus.COMPLETED, result.error
+    assert [m.content for m in result.messages if m.role == "tool"] == ["service down"] * 3

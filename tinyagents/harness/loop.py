@@ -44,6 +44,7 @@ from tinyagents.errors import (
     StoreError,
     ThreadBusy,
     ToolError,
+    ToolFailed,
     ToolsWithheld,
     UnknownTargetError,
     kind_of,
@@ -1582,7 +1583,11 @@ class AgentRun(RunDriver):
             # a middleware's (the tool's own is its result already): told to the model, as
             # a tool's is, so a permission check around a tool need not end the run
             result = ToolResult(
-                call_id=call.id, name=call.name, content=message_of(exc), error=True
+                call_id=call.id,
+                name=call.name,
+                content=message_of(exc),
+                error=True,
+                failed=isinstance(exc, ToolFailed),
             )
         finally:
             self._in_tool = None
@@ -1595,7 +1600,8 @@ class AgentRun(RunDriver):
         if result.refused:  # the tool never ran: the call does not spend the tool budget
             release_tool_call(self.info, self.runtime.runs.tree)
         self._record_result(call, result)
-        self._count_failure(call.name, result.error)
+        if not result.failed:  # a ToolFailed is not counted against the tool's retries
+            self._count_failure(call.name, result.error)
         if result.error and ctx.max_retries is not None and tool is not None:
             failed = self._failed_in_a_row.get(call.name, 0)
             if failed > ctx.max_retries:  # pydantic-ai's UnexpectedModelBehavior

@@ -43,7 +43,7 @@ from pydantic_core import PydanticUndefined, SchemaError, to_json, to_jsonable_p
 from tinyagents._bounds import seconds
 from tinyagents._record import FrozenRecord, Record, record
 from tinyagents._threads import in_own_thread
-from tinyagents.errors import ConfigurationError, ToolError, kind_of, message_of
+from tinyagents.errors import ConfigurationError, ToolError, ToolFailed, kind_of, message_of
 from tinyagents.harness.docstrings import read_docstring
 from tinyagents.harness.model import Message, ToolCall, ToolSpec
 from tinyagents.protocol.text import encodes_as_utf8
@@ -77,6 +77,9 @@ class ToolResult(Record):
     #: The call was refused before the tool ran (an unknown tool, arguments that are not a
     #: JSON object or do not validate): it is not counted against ``max_tool_calls``.
     refused: bool = False
+    #: The tool reported the call done and failed (``ToolFailed``, pydantic-ai's): an error
+    #: result not counted against the tool's retries.
+    failed: bool = False
 
     def to_message(self) -> Message:
         """The ``tool`` message that answers the call in the conversation."""
@@ -616,6 +619,10 @@ async def execute_tool_call(
         )
     except InvalidArguments as exc:
         return _refused(call, message_of(exc))
+    except ToolFailed as exc:
+        return ToolResult(
+            call_id=call.id, name=call.name, content=message_of(exc), error=True, failed=True
+        )
     except ToolError as exc:
         return _error(call, message_of(exc))
     except (Exception, GeneratorExit) as exc:
