@@ -8,7 +8,6 @@ import types
 import typing
 from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
 from datetime import timedelta
-from math import inf
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import typing_extensions
@@ -30,6 +29,7 @@ from tinyagents.graph.types import (
     RetryPolicy,
     TimeoutPolicy,
     WrongKindError,
+    finite_seconds,
     node_name,
 )
 from tinyagents.graph.validation import validate
@@ -759,7 +759,11 @@ def _check_timeout(who: str, timeout: object) -> None:
     once, infinity never timed out, ``True`` was one second)."""
     if timeout is None:
         return
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < inf:
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not finite_seconds(timeout)
+    ):
         raise GraphValidationError(
             f"{who}: timeout must be a finite number of seconds > 0, got {timeout!r}"
         )

@@ -15,7 +15,6 @@ import typing
 import weakref
 from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from math import inf
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import TypeAdapter, ValidationError
@@ -44,7 +43,15 @@ from tinyagents.graph.context import NodeContext
 from tinyagents.graph.graph_runtime import context_kwargs
 from tinyagents.graph.reducers import MISSING, Append, LastValue, Overwrite, detach, reduce
 from tinyagents.graph.state import ROOT, StateSchema, managed_values
-from tinyagents.graph.types import END, START, RetryPolicy, Send, TimeoutPolicy, node_name
+from tinyagents.graph.types import (
+    END,
+    START,
+    RetryPolicy,
+    Send,
+    TimeoutPolicy,
+    finite_seconds,
+    node_name,
+)
 from tinyagents.store.checkpoint.base import WriteRecord
 
 if TYPE_CHECKING:
@@ -873,7 +880,11 @@ def check_step_timeout(timeout: object) -> float | None:
     time out no step, 0 every step, as a node's ``timeout=`` is checked)."""
     if timeout is None:
         return None
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < inf:
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not finite_seconds(timeout)
+    ):
         raise GraphValidationError(
             f"step_timeout must be None or a finite number of seconds > 0, got {timeout!r}"
         )

@@ -279,6 +279,16 @@ class RetryPolicy(FrozenRecord):
         return wait + random.uniform(0, 1) if self.jitter else wait
 
 
+def finite_seconds(value: int | float) -> bool:
+    """Whether the number ``value`` is a finite number of seconds > 0 that a float holds: a
+    whole number past any float passes ``0 < value < inf`` and then failed as a bare
+    ``OverflowError`` where it became one."""
+    try:
+        return 0 < float(value) < math.inf
+    except OverflowError:
+        return False
+
+
 def _seconds(value: object, field: str) -> float | None:
     """A ``TimeoutPolicy`` field: None, or a finite number of seconds > 0 (a ``timedelta``
     is its seconds). NaN timed out every attempt at once, infinity none, ``True`` was 1 s."""
@@ -290,7 +300,7 @@ def _seconds(value: object, field: str) -> float | None:
         raise ArgumentError(
             f"TimeoutPolicy.{field} must be a number of seconds or a timedelta, got {value!r}"
         )
-    if not 0 < value < math.inf:
+    if not finite_seconds(value):
         raise ArgumentError(f"TimeoutPolicy.{field} must be finite and > 0, got {value!r}")
     return float(value)
 
