@@ -7,13 +7,19 @@ Each test is a probe that found something (named in its docstring) or holds a de
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from services import redis_url, unique_prefix
 
+from tinyagents import Runtime
+from tinyagents.distributed import RedisControl
+from tinyagents.distributed.wire import Keys
 from tinyagents.errors import ArgumentError, GraphValidationError
 from tinyagents.graph import START, StateGraph, TimeoutPolicy, entrypoint, task
+from tinyagents.testkit import fake_agent
 
 #: A whole number of seconds past any float: no finite timeout.
 PAST_FLOATS = 10**400
@@ -55,3 +61,85 @@ def test_a_timeout_a_float_holds_is_still_taken() -> None:
     assert TimeoutPolicy.coerce(1e300) == TimeoutPolicy(run_timeout=1e300)
     assert task(timeout=timedelta(days=3)) is not None
     assert entrypoint(timeout=10**300) is not None
+
+
+# -- the Redis mirror told of a release once its job has ended --------------------------------
+
+
+async def test_a_release_after_the_mirror_job_ended_is_no_error() -> None:
+    """Found: with the runtime closed before its ``RedisControl`` (its bus closed: the mirror's
+    job ends, as it does when cancelled), ``rt.forget`` of a run the mirror listed raised
+    ``RuntimeError: Cannot change state of finished Timeout`` half way through the release:
+    the mirror's release hook (``LiveRuns.on_release``) rescheduled the job's wait, which had
+    ended. The run is released; the control's ``aclose`` takes its listing off as before."""
+    import redis.asyncio as aioredis
+
+    prefix = unique_prefix("hp14")
+    client = aioredis.Redis.from_url(redis_url())
+    try:
+        async with Runtime() as rt, RedisControl(rt, redis_url(), worker_id="w", prefix=prefix):
+            handle = await rt.start(fake_agent("clerk"), "go")
+            await handle.result()
+            listing = Keys(prefix).runs("w")
+            for _ in range(1000):  # listed at the mirror's next write
+                if handle.run_id.encode() in await client.hkeys(listing):
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                pytest.fail("the mirror never listed the run")
+            job = next(t for t in asyncio.all_tasks() if t.get_name() == "redis-mirror-w")
+            await rt.close()
+            await job  # its runtime's bus closed: the mirror's job ended
+            rt.forget(handle.run_id)
+            assert rt.runs.get(handle.run_id) is None
+    finally:
+        async for key in client.scan_iter(match=f"{prefix}:*"):
+            await client.delete(key)
+        await client.aclose()
+
+
+async def test_a_mirrored_snapshot_with_damaged_fields_is_skipped() -> None:
+    """Found: a worker's listing entry whose ``accepts`` (new today: the kinds a graph task's
+    entry takes) is no list of text, ``{"accepts": 5}`` or ``["pause", 3]`` (another
+    version's worker, a hand edit), was answered as it was by ``get_run`` and the listing, so
+    the HTTP API sent a ``RunSnapshot`` against its own OpenAPI document and the console's
+    controls read a number as the kinds. The mirror's reader checked only the ids; it now
+    skips an entry a store would call damaged (``read_snapshot``: ``tools``, ``models``,
+    ``accepts``, ``pending_commands``, ``interrupts``, times), counted as malformed."""
+    import json
+
+    import redis.asyncio as aioredis
+
+    prefix = unique_prefix("hp14")
+    client = aioredis.Redis.from_url(redis_url())
+    keys = Keys(prefix)
+    base = {"tenant_id": "acme", "status": "running", "worker": "odd", "root_run_id": ""}
+    odd = {
+        "g-accepts-5": {"accepts": 5},
+        "g-accepts-mixed": {"accepts": ["pause", 3]},
+        "g-tools-text": {"tools": "search"},
+        "g-fine": {"accepts": ["cancel"]},
+    }
+    try:
+        async with (
+            Runtime() as rt,
+            RedisControl(rt, redis_url(), worker_id="w", prefix=prefix) as rc,
+        ):
+            seconds, micros = await client.time()
+            await client.zadd(keys.workers, {"odd": seconds + micros / 1_000_000 + 60})
+            entries = {
+                run_id: json.dumps({**base, "run_id": run_id, "root_run_id": run_id, **fields})
+                for run_id, fields in odd.items()
+            }
+            await client.hset(keys.runs("odd"), mapping=entries)
+            listed = {r["run_id"] for r in await rc.list_runs(tenant_id="acme")}
+            assert listed == {"g-fine"}
+            for run_id in ("g-accepts-5", "g-accepts-mixed", "g-tools-text"):
+                assert await rc.get_run(run_id) is None
+            fine = await rc.get_run("g-fine")
+            assert fine is not None and fine["accepts"] == ["cancel"]
+            assert rc.counters.malformed >= 3
+    finally:
+        async for key in client.scan_iter(match=f"{prefix}:*"):
+            await client.delete(key)
+        await client.aclose()

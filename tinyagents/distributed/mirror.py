@@ -141,13 +141,17 @@ class RunMirror:
         next_beat = 0.0
         while not self.seat.lost:  # another process holds the worker id: its hash, not ours
             wait = max(0.0, next_beat - time.monotonic())
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(wait if not self._dirty else 0) as self._waiting:
-                    event = await self._sub.get()
-                    if event is None:  # the runtime closed its bus
-                        return
-                    self._note(event)
-            self._waiting = None
+            try:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(wait if not self._dirty else 0) as self._waiting:
+                        event = await self._sub.get()
+                        if event is None:  # the runtime closed its bus
+                            return
+                        self._note(event)
+            finally:
+                # however the wait ended (the bus closed, the job cancelled): a release told
+                # of later (``_released``) must not reschedule it, a RuntimeError in rt.forget
+                self._waiting = None
             await asyncio.sleep(self.throttle_s)  # gather what else moves meanwhile
             self._drain()
             beat = time.monotonic() >= next_beat

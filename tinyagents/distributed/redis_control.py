@@ -39,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import math
 import time
 import uuid
@@ -82,6 +81,7 @@ from tinyagents.distributed.wire import (
 from tinyagents.errors import (
     ConfigurationError,
     ControlPlaneUnavailable,
+    DamagedData,
     InvalidCommandError,
     ReceiptTimeout,
     StoreError,
@@ -94,7 +94,7 @@ from tinyagents.protocol.commands import (
 )
 from tinyagents.protocol.ids import id_problem, shown_id
 from tinyagents.runs.info import RunStatus
-from tinyagents.store.base import snapshot_time
+from tinyagents.store.base import read_snapshot, snapshot_time
 from tinyagents.store.urls import redacted
 
 #: Appends a command to a worker's stream unless the stream is gone (the worker stopped:
@@ -1305,13 +1305,12 @@ _IDENTITY = ("run_id", "root_run_id", "tenant_id", "status", "worker")
 
 def _load(raw: bytes | str) -> dict[str, Any] | None:
     """A mirrored snapshot, or ``None`` for an entry of another shape (another version's
-    worker, a hand edit, ids that break the id rule): the listing, lookups and sends skip it
-    rather than fail on it."""
+    worker, a hand edit, ids that break the id rule, a field a store would call damaged,
+    ``read_snapshot``'s: ``accepts: 5`` was served as it was, against the API's document):
+    the listing, lookups and sends skip it rather than fail on it."""
     try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError):  # nested past the parser: no snapshot is that deep
-        return None
-    if not isinstance(value, dict):
+        value = read_snapshot(raw)
+    except DamagedData:  # not JSON (or nested past the parser), or a field of no known type
         return None
     for key in _IDENTITY:
         field = value.get(key)
