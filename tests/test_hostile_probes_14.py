@@ -8,17 +8,25 @@ Each test is a probe that found something (named in its docstring) or holds a de
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
-from services import redis_url, unique_prefix
+from services import drop_pg_schemas, pg_schema, postgres_dsn, redis_url, unique_prefix
 
 from tinyagents import Runtime
 from tinyagents.distributed import RedisControl
 from tinyagents.distributed.wire import Keys
 from tinyagents.errors import ArgumentError, GraphValidationError
 from tinyagents.graph import START, StateGraph, TimeoutPolicy, entrypoint, task
+from tinyagents.store.checkpoint import (
+    Checkpointer,
+    CheckpointRecord,
+    PostgresCheckpointer,
+    SqliteCheckpointer,
+)
 from tinyagents.testkit import fake_agent
 
 #: A whole number of seconds past any float: no finite timeout.
@@ -143,3 +151,63 @@ async def test_a_mirrored_snapshot_with_damaged_fields_is_skipped() -> None:
         async for key in client.scan_iter(match=f"{prefix}:*"):
             await client.delete(key)
         await client.aclose()
+
+
+# -- a task started inside a saving_together() block ------------------------------------------
+
+
+def _record(seq: int) -> CheckpointRecord:
+    return CheckpointRecord(
+        thread_id="t",
+        ns="",
+        checkpoint_id=f"t//{seq}",
+        parent_id=f"t//{seq - 1}" if seq else None,
+        seq=seq,
+        step=seq,
+        snapshot=seq == 0,
+        values={"n": seq},
+        frontier=[],
+        frontier_id=f"f{seq}",
+        lineage="L",
+        source="loop",
+        created_at=1000.0 + seq,
+    )
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def saver(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Checkpointer]:
+    if request.param == "sqlite":
+        checkpointer: Checkpointer = SqliteCheckpointer(str(tmp_path / "cp.db"))
+    else:
+        checkpointer = PostgresCheckpointer(postgres_dsn(), schema=pg_schema())
+    try:
+        await checkpointer.setup()
+        yield checkpointer
+    finally:
+        await checkpointer.aclose()
+        if request.param == "postgresql":
+            await drop_pg_schemas()
+
+
+async def test_a_task_started_in_a_saving_together_block_saves_after_it(
+    saver: Checkpointer,
+) -> None:
+    """Found: the block's connection is found through a context variable, which a task
+    started in the block copies (``asyncio.create_task``, ``gather``): such a task that saved
+    after the block ended used the block's connection still, closed (SQLite: ``StoreError
+    ... closed database``, for every save of that task) or given back to the pool
+    (PostgreSQL: another caller's). The block holds the saves of the task that opened it, as
+    its docstring says; another task saves on its own, before or after the block's end."""
+    await saver.put(_record(0))
+    go = asyncio.Event()
+
+    async def later() -> None:
+        await go.wait()
+        await saver.put(_record(2))
+
+    async with saver.saving_together():
+        await saver.put(_record(1))
+        task = asyncio.create_task(later())
+    go.set()
+    await task
+    assert [r.seq for r in await saver.list("t")] == [2, 1, 0]

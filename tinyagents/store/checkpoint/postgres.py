@@ -97,8 +97,10 @@ from tinyagents.store.checkpoint.base import (
 from tinyagents.store.urls import redacted
 
 #: The checkpointer whose ``saving_together`` block the current task is in, and that
-#: block's connection, in its transaction.
-_together: ContextVar[tuple[PostgresCheckpointer, Any] | None] = ContextVar(
+#: block's connection, in its transaction: a list, emptied as the block ends, since a task
+#: started in the block copies the variable and may save after it (on a closed connection,
+#: or one given back to the pool, before).
+_together: ContextVar[list[Any] | None] = ContextVar(
     "tinyagents_postgres_saving_together", default=None
 )
 
@@ -304,7 +306,7 @@ class PostgresCheckpointer(Checkpointer):
         run must not fail for a dropped connection. In ``saving_together``, on the block's
         connection, once."""
         together = _together.get()
-        if together is not None and together[0] is self:
+        if together and together[0] is self:
             return await self._fetch_together(together[1], what, sql, *args), False
         pool = await self._db()
         try:
@@ -334,20 +336,21 @@ class PostgresCheckpointer(Checkpointer):
         current task's): committed when it ends, rolled back when it raises, by the server
         when the process dies in it."""
         together = _together.get()
-        if together is not None and together[0] is self:
+        if together and together[0] is self:
             yield
             return
         pool = await self._db()
         raised: BaseException | None = None  # by the block: let out as it is
         try:
             async with transaction(pool, self.command_timeout) as conn:
-                token = _together.set((self, conn))
+                token = _together.set(block := [self, conn])
                 try:
                     yield
                 except BaseException as exc:
                     raised = exc
                     raise
                 finally:
+                    block.clear()  # ended: a task started in it saves on its own now
                     _together.reset(token)
         except db_errors() as exc:
             if exc is raised:

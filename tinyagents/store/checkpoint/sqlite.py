@@ -72,8 +72,10 @@ from tinyagents.store.sqlite import (
 from tinyagents.store.urls import check_file_name, is_sqlite_url, sqlite_path
 
 #: The checkpointer whose ``saving_together`` block the current task is in, and that
-#: block's connection, in its transaction.
-_together: ContextVar[tuple[SqliteCheckpointer, Any] | None] = ContextVar(
+#: block's connection, in its transaction: a list, emptied as the block ends, since a task
+#: started in the block copies the variable and may save after it (on a closed connection,
+#: or one given back to the pool, before).
+_together: ContextVar[list[Any] | None] = ContextVar(
     "tinyagents_sqlite_saving_together", default=None
 )
 
@@ -404,7 +406,7 @@ class SqliteCheckpointer(Checkpointer):
         if how is not None:
             raise gone_error("SQLite checkpointer", self.path, how)
         together = _together.get()
-        return together[1] if together is not None and together[0] is self else db
+        return together[1] if together and together[0] is self else db
 
     @contextlib.asynccontextmanager
     async def saving_together(self) -> AsyncIterator[None]:
@@ -415,7 +417,7 @@ class SqliteCheckpointer(Checkpointer):
         for another writer; theirs wait for its end (``busy_timeout``). A ``":memory:"``
         database has no second connection, and dies with its process: saved one by one."""
         together = _together.get()
-        if (together is not None and together[0] is self) or self.path == ":memory:":
+        if (together and together[0] is self) or self.path == ":memory:":
             yield
             return
         await self._checked()
@@ -423,7 +425,7 @@ class SqliteCheckpointer(Checkpointer):
             conn = await connect(self.path, isolation_level=None)
         except (sqlite3.Error, ValueError) as exc:
             raise StoreError(f"SQLite checkpointer {self.path!r}: {exc}") from exc
-        token = _together.set((self, conn))
+        token = _together.set(block := [self, conn])
         try:
             await self._fetch("PRAGMA busy_timeout=10000", ())
             await self._fetch(f"PRAGMA synchronous={self.synchronous}", ())
@@ -436,6 +438,7 @@ class SqliteCheckpointer(Checkpointer):
                 raise
             await self._fetch("COMMIT", ())
         finally:
+            block.clear()  # ended: a task started in it saves on its own now
             _together.reset(token)
             await conn.close()
 
