@@ -13,6 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from services import drop_pg_schemas, pg_schema, postgres_dsn, redis_url, unique_prefix
 
@@ -211,3 +212,25 @@ async def test_a_task_started_in_a_saving_together_block_saves_after_it(
     go.set()
     await task
     assert [r.seq for r in await saver.list("t")] == [2, 1, 0]
+
+
+# -- the 405's message ------------------------------------------------------------------------
+
+
+async def test_a_405_cuts_a_long_method_it_names() -> None:
+    """Found: the 405's message (new today) names the method sent, whole: a client's made-up
+    method of 20,000 characters came back twice (``detail`` and ``message``), a 40 kB answer
+    to a request line. The method is cut as an error quotes a long id (``shown_id``: its head
+    and its length); a usual one is named as it was."""
+    from tinyagents.server import Control, create_app
+
+    async with Runtime() as rt:
+        app = create_app(Control(rt), auth=None, console=False)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            long = await client.request("X" * 20_000, "/api/agents/runs")
+            usual = await client.request("PATCH", "/api/agents/runs")
+    assert long.status_code == usual.status_code == 405
+    assert len(long.text) < 1_000, long.text[:300]
+    assert "(20,000 characters)" in long.json()["message"]
+    assert usual.json()["message"].startswith("PATCH is not allowed here: this path takes GET")

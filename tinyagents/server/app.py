@@ -1444,8 +1444,9 @@ def create_app(
                 # what to send instead, as the Allow header says it (the path not echoed back)
                 allowed = ", ".join(_allowed(request))
                 headers["Allow"] = allowed
-                if detail == "Method Not Allowed":
-                    detail = f"{request.method} is not allowed here: this path takes {allowed}"
+                if detail == "Method Not Allowed":  # a made-up method cut as an id is
+                    method = shown_id(request.method)
+                    detail = f"{method} is not allowed here: this path takes {allowed}"
             body = error_body(exc.status_code, detail)
             return JSONResponse(body, status_code=exc.status_code, headers=headers)
         return response
