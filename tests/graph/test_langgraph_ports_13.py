@@ -495,11 +495,12 @@ async def test_a_task_streaming_inside_a_timed_entrypoint_is_its_progress() -> N
 
 
 async def test_a_timed_sub_graph_node_reports_to_its_own_clock_and_its_callers() -> None:
-    # both clocks idle 0.2 s: the inner node's own timeout and the caller's are held off by
-    # what the inner node streams; a sub-graph node that stops streaming times out itself
-    # first (its own, shorter, idle timeout)
+    # the inner node's own idle timeout (0.3 s) and its caller's (0.6 s) are held off by what
+    # the inner node streams every 0.03 s for 0.9 s; a sub-graph node that stops streaming
+    # times out itself first (its own, shorter, idle timeout). (Ticks ten times shorter than
+    # the shorter timeout: a loaded machine's stall does not time the streaming node out.)
     async def inner(state: X) -> X:
-        for i in range(20):
+        for i in range(30):
             await asyncio.sleep(0.03)
             get_stream_writer()({"tick": i})
         return {"x": 1}
@@ -511,7 +512,7 @@ async def test_a_timed_sub_graph_node_reports_to_its_own_clock_and_its_callers()
     for node, expected in ((inner, {"x": 1}), (quiet, ("quiet", "idle"))):
         sub = (
             OURS.StateGraph(X)
-            .add_node(node.__name__, node, timeout=TimeoutPolicy(idle_timeout=0.1))
+            .add_node(node.__name__, node, timeout=TimeoutPolicy(idle_timeout=0.3))
             .add_edge(OURS.START, node.__name__)
             .compile()
         )
@@ -521,7 +522,7 @@ async def test_a_timed_sub_graph_node_reports_to_its_own_clock_and_its_callers()
 
         graph = (
             OURS.StateGraph(X)
-            .add_node("outer", outer, timeout=TimeoutPolicy(idle_timeout=0.3))
+            .add_node("outer", outer, timeout=TimeoutPolicy(idle_timeout=0.6))
             .add_edge(OURS.START, "outer")
             .compile()
         )
