@@ -224,8 +224,9 @@ def test_text_from_the_store_never_reaches_the_terminal_as_control_codes(tmp_pat
         async with Runtime(store=f"sqlite:///{tmp_path / 'runs.db'}") as rt:
             agent = Agent("agent", ScriptedModel(["ok"]))
             # ``Agent`` refuses such a name now; a store written before (or by another
-            # writer) may still hold one, and no command prints it as it is
-            agent.name = f"agent{evil}"
+            # writer) may still hold one, and no command prints it as it is (set past the
+            # ``name`` setter, which checks it as ``Agent(name)`` does)
+            agent._name = f"agent{evil}"
             named = await rt.start(agent, "x")
             await named.steer(
                 "hi", actor=SteeringActor.human(f"ana{evil}", scopes=["agent:control"])
