@@ -84,3 +84,36 @@ def test_a_function_nodes_task_shows_only_the_controls_its_graph_run_takes(
         assert not note.is_displayed()
         for control in (*refused, "cancel-btn"):
             assert browser.find_element(By.ID, control).is_enabled(), control
+
+
+def test_a_graph_runs_own_entry_shows_only_the_controls_it_takes(
+    browser: Any, tmp_path: Path
+) -> None:
+    """The demo's graph run (``refund-approval``) refuses an instruction or a narrowing of
+    tools for itself (only an agent node's run takes them), yet its entry showed Steer and
+    Narrow tools as for any run. Its snapshot says what it takes (``accepts``): those two are
+    disabled, saying so of the graph run itself, while Pause, Resume and Cancel stay."""
+    from selenium.webdriver.common.by import By
+
+    with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
+        wait = waiter(browser)
+        browser.get(url)
+        row = wait.until(_refund_question_row)
+        graph_run = row.get_attribute("data-root-run-id")
+        browser.find_element(
+            By.CSS_SELECTOR, f'[data-testid="run-row"][data-run-id="{graph_run}"]'
+        ).click()
+        kind = browser.find_element(By.ID, "run-kind")
+        wait.until(lambda d: "top-level" in kind.text and kind.text.startswith("graph run"))
+        note = browser.find_element(By.ID, "control-note")
+        wait.until(lambda d: note.is_displayed())
+        for control in ("steer-btn", "tools-btn"):
+            button = browser.find_element(By.ID, control)
+            assert not button.is_enabled(), control
+            assert "this graph run" in button.get_attribute("title"), control
+        assert "steer" in note.text and "narrow tools" in note.text, note.text
+        assert "this graph run" in note.text and "pause" in note.text, note.text
+        assert not browser.find_element(By.ID, "steer-input").is_enabled()
+        assert not browser.find_element(By.ID, "tools-input").is_enabled()
+        for control in ("pause-btn", "resume-btn", "cancel-btn"):
+            assert browser.find_element(By.ID, control).is_enabled(), control

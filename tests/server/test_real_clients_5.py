@@ -18,6 +18,7 @@ from openapi_spec_validator import validate
 from operator_server import BASE, IDLE_S, Served, eventually
 
 from tinyagents.graph import END, START, StateGraph, interrupt
+from tinyagents.protocol import SteeringKind
 from tinyagents.store.checkpoint import MemoryCheckpointer
 
 
@@ -266,3 +267,69 @@ async def test_a_function_nodes_task_entry_says_which_commands_its_graph_run_tak
         )
         assert "request_status" in accepts
         assert r.json()["status"] != "rejected", r.text
+
+
+#: A payload the API takes for each steering kind, to send a graph run itself.
+_PAYLOADS: dict[str, dict[str, Any]] = {
+    "add_instruction": {"text": "be brief"},
+    "replace_instruction": {"text": "be brief"},
+    "ask_clarifying_question": {"question": "which refund?"},
+    "provide_context": {"text": "the customer is known"},
+    "constrain_tools": {"tools": []},
+    "constrain_model": {"models": ["fake"]},
+    "pause": {},
+    "resume": {},
+    "cancel": {},
+    "approve": {},
+    "reject": {},
+    "redirect": {"goto": "ask"},
+    "request_status": {},
+    "update_budget": {"max_model_calls": 3},
+    "update_state": {"update": {"amount": "4 EUR"}},
+}
+
+
+async def test_a_graph_runs_own_entry_says_which_commands_it_takes(served: Served) -> None:
+    """A graph run's own entry showed Steer and Narrow tools, which its graph run refuses for
+    itself (only an agent node's run takes them): its snapshot names the kinds it takes
+    (``accepts``, from ``lowering.run_takes``, the rule ``never_applied`` refuses by). Each
+    kind it leaves out is refused for that reason; each it names is not (each sent to a run of
+    its own, resting on its one question, so no earlier command changes what it asks)."""
+    assert set(_PAYLOADS) == {kind.value for kind in SteeringKind}
+    graph = StateGraph(Refund).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
+    compiled = graph.compile(checkpointer=MemoryCheckpointer())
+    alice = served.as_("alice")
+    async with httpx.AsyncClient(base_url=served.url, timeout=60) as client:
+
+        async def resting(thread: str) -> dict[str, Any]:
+            run = await served.runtime.start_graph(
+                compiled, {"amount": "3 EUR"}, thread_id=thread, tenant_id="acme"
+            )
+
+            async def asks() -> Any:
+                r = await client.get(f"{BASE}/runs/{run.run_id}", headers=alice)
+                return r.json().get("interrupts") and r.json()
+
+            return await eventually(asks)
+
+        async def send(run_id: str, kind: str) -> dict[str, Any]:
+            r = await client.post(
+                f"{BASE}/runs/{run_id}/commands",
+                json={"kind": kind, "payload": _PAYLOADS[kind]},
+                headers=alice,
+            )
+            return r.json() if r.status_code == 200 else r.json().get("receipt") or {}
+
+        snapshot = await resting("graph-accepts")
+        accepts = snapshot["accepts"]
+        tree = (await client.get(f"{BASE}/runs/{snapshot['run_id']}/tree", headers=alice)).json()
+        assert tree["accepts"] == accepts
+        assert {"pause", "resume", "cancel", "approve", "update_state"} <= set(accepts)
+        for kind in sorted(set(_PAYLOADS) - set(accepts)):
+            receipt = await send(snapshot["run_id"], kind)
+            assert receipt.get("status") == "rejected", (kind, receipt)
+            assert "cannot be applied to graph run" in receipt["reason"], receipt
+        for kind in accepts:
+            run_id = (await resting(f"graph-accepts-{kind}"))["run_id"]
+            receipt = await send(run_id, kind)
+            assert receipt.get("status") != "rejected", (kind, receipt)

@@ -42,6 +42,7 @@ from tinyagents.graph.lowering import (
     node_of_answered_task,
     node_steering,
     pending_interrupts,
+    run_steering,
     unanswerable_at_rest,
     undeliverable,
 )
@@ -330,6 +331,7 @@ async def start_graph_run(
                 agent_id=graph.name,
                 tenant_id=tenant_id,
                 kind="graph",
+                accepts=run_steering(),  # what its graph run refuses for itself is left out
                 # its agent nodes may not use what was taken from the runs above it
                 **withheld_below(parent_handle.info if parent_handle is not None else None),
             )

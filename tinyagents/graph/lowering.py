@@ -128,6 +128,19 @@ def node_steering(spec: NodeSpec | None) -> tuple[str, ...] | None:
     return None if len(kinds) == len(SteeringKind) else kinds
 
 
+def run_takes(kind: SteeringKind) -> bool:
+    """Whether a command of ``kind`` sent to a graph run itself (or its thread) can ever be
+    applied: what it lowers itself (``GRAPH_KINDS``) and its pause and resume; the rest only
+    an agent node's run takes."""
+    return kind in GRAPH_KINDS or kind in _PAUSE_KINDS
+
+
+def run_steering() -> tuple[str, ...]:
+    """The kinds a graph run itself takes (``run_takes``), as its entry in the run tree says
+    them (``RunInfo.accepts``)."""
+    return tuple(kind.value for kind in SteeringKind if run_takes(kind))
+
+
 def never_applied(
     graph: GraphCore,
     cmd: SteeringCommand,
@@ -149,7 +162,7 @@ def never_applied(
     if kind in GRAPH_KINDS:
         return None
     if node is None:
-        if kind in _PAUSE_KINDS:
+        if run_takes(kind):
             return None
         agents = [name for name, spec in graph.nodes.items() if spec.agent is not None]
         which = f"its agent nodes: {', '.join(agents)}" if agents else "it has no agent nodes"

@@ -117,7 +117,8 @@ class RunInfo(Record):
     ``accepts`` names the steering kinds a command to this run can ever be applied with; None
     (the rule) when its kind of run takes every kind. A graph task's entry of a function or
     sub-graph node has it (``tinyagents.graph.lowering.node_steering``): its graph run refuses
-    the rest for that task, so an operator's client offers only these.
+    the rest for that task, so an operator's client offers only these; so has a graph run
+    itself (``lowering.run_steering``: what it refuses for itself is left out).
     """
 
     run_id: str

@@ -597,8 +597,8 @@
     $("run-counters").textContent = counters(run);
     $("run-tools").textContent = Array.isArray(run.tools) ? run.tools.map(iso).join(", ") || "none" : "whatever its agent defines";
     const finished = FINISHED.has(run.status);
-    // what the run can be sent: its snapshot's "accepts" when it has one (a function node's
-    // task, whose graph run refuses the rest), else every kind
+    // what the run can be sent: its snapshot's "accepts" when it has one (a graph run, or a
+    // function node's task, which the graph run refuses the rest for), else every kind
     const accepts = Array.isArray(run.accepts) ? new Set(run.accepts) : null;
     const refused = [];
     for (const [id, control] of CONTROLS) {
@@ -626,8 +626,12 @@
   ];
 
   function refusedNote(run, what) {
+    const takes = (run.accepts || []).map(iso).join(", ");
+    if (run.kind === "graph" && !run.task_id) {
+      return `Not for this graph run: it refuses ${what} for itself (only an agent node's run takes it, while the node runs), and takes only ${takes}.`;
+    }
     const node = run.node_id ? `node ${iso(run.node_id)}` : "this run";
-    return `Not for ${node}: its graph run refuses ${what} for it, and takes only ${(run.accepts || []).map(iso).join(", ")}.`;
+    return `Not for ${node}: its graph run refuses ${what} for it, and takes only ${takes}.`;
   }
 
   function questionsOf(run) {
