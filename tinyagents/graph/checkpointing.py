@@ -31,7 +31,7 @@ from tinyagents.graph.reducers import (
     detach,
     normalize_write,
 )
-from tinyagents.graph.types import END, START, UNSET, Send
+from tinyagents.graph.types import END, START, UNSET, Send, TimeoutPolicy
 from tinyagents.store.checkpoint.base import CheckpointRecord, WriteRecord
 
 if TYPE_CHECKING:
@@ -190,22 +190,29 @@ class Planned(Record):
     """One entry of the frontier: a node to run, with a ``Send`` argument or the state.
     ``held``: a join or a deferral pulled it, whose barrier is spent; it waits until it runs,
     whatever routes meanwhile (an ``update_state`` as another node keeps it, as LangGraph's
-    barrier channels keep their node triggered)."""
+    barrier channels keep their node triggered). ``timeout``: a ``Send``'s own, in place of
+    its node's."""
 
     node: str
     arg: Any = UNSET
     held: bool = False
+    timeout: TimeoutPolicy | None = None
+
+    @classmethod
+    def of(cls, send: Send) -> Planned:
+        """The task a ``Send`` pushes."""
+        return cls(node=send.node, arg=send.arg, timeout=send.timeout)
 
     def to_json(self, untracked: frozenset[str] = frozenset()) -> dict[str, Any]:
         if self.arg is UNSET:
             return {"node": self.node, "held": True} if self.held else {"node": self.node}
-        return _encode_send(self.node, self.arg, untracked)
+        return _encode_send(self.node, self.arg, untracked, self.timeout)
 
     @classmethod
     def from_json(cls, data: dict[str, Any], graph: GraphCodec) -> Planned:
         if "arg" not in data:
             return cls(node=data["node"], held=data.get("held", False))
-        return cls(node=data["node"], arg=_decode_send(data, graph))
+        return cls(node=data["node"], arg=_decode_send(data, graph), timeout=_timeout(data))
 
 
 def joined(frontier: list[Planned], goto: list[str | Send]) -> list[Planned]:
@@ -219,7 +226,7 @@ def joined(frontier: list[Planned], goto: list[str | Send]) -> list[Planned]:
     return [
         *frontier,
         *(Planned(node=g) for g in named),
-        *(Planned(node=g.node, arg=g.arg) for g in goto if isinstance(g, Send)),
+        *(Planned.of(g) for g in goto if isinstance(g, Send)),
     ]
 
 
@@ -229,12 +236,18 @@ def joined(frontier: list[Planned], goto: list[str | Send]) -> list[Planned]:
 _ARG_TYPES: weakref.WeakValueDictionary[str, type] = weakref.WeakValueDictionary()
 
 
-def _encode_send(node: str, arg: Any, untracked: frozenset[str] = frozenset()) -> dict[str, Any]:
+def _encode_send(
+    node: str,
+    arg: Any,
+    untracked: frozenset[str] = frozenset(),
+    timeout: TimeoutPolicy | None = None,
+) -> dict[str, Any]:
     """A ``Send``'s node and argument as JSON; an argument that is a pydantic model or a
     dataclass instance also names its class, so it comes back as one (not a dict) where the
     node's parameter has no annotation to say so. A dict argument is saved without its
     ``untracked`` keys (LangGraph's ``sanitize_untracked_values_in_send``: a ``Send`` of
-    the state would save its ``UntrackedValue`` fields), as is an input's."""
+    the state would save its ``UntrackedValue`` fields), as is an input's. A ``Send``'s own
+    ``timeout`` is saved with it (``_timeout`` reads it back)."""
     if untracked and isinstance(arg, dict) and not untracked.isdisjoint(arg):
         arg = {k: v for k, v in arg.items() if k not in untracked}
     if node == START:  # an input's writes, waiting for its first step: name the key
@@ -246,11 +259,23 @@ def _encode_send(node: str, arg: Any, untracked: frozenset[str] = frozenset()) -
         ref = f"{cls.__module__}:{cls.__qualname__}"
         _ARG_TYPES[ref] = cls
         out["arg_type"] = ref
+    if timeout is not None:
+        out["timeout"] = {
+            "run_timeout": timeout.run_timeout,
+            "idle_timeout": timeout.idle_timeout,
+            "refresh_on": timeout.refresh_on,
+        }
     return out
 
 
 def _decode_send(data: dict[str, Any], graph: GraphCodec) -> Any:
     return graph.decode_arg(data["node"], data["arg"], data.get("arg_type"))
+
+
+def _timeout(data: dict[str, Any]) -> TimeoutPolicy | None:
+    """The ``timeout`` ``_encode_send`` saved with a ``Send``, or None."""
+    saved = data.get("timeout")
+    return None if saved is None else TimeoutPolicy(**saved)
 
 
 def arg_class(ref: str) -> type | None:
@@ -278,11 +303,16 @@ def pending_input(head: Head) -> dict[str, Any] | None:
 
 
 def encode_goto(goto: list[str | Send], untracked: frozenset[str] = frozenset()) -> list[Any]:
-    return [g if isinstance(g, str) else _encode_send(g.node, g.arg, untracked) for g in goto]
+    return [
+        g if isinstance(g, str) else _encode_send(g.node, g.arg, untracked, g.timeout) for g in goto
+    ]
 
 
 def decode_goto(data: list[Any], graph: GraphCodec) -> list[str | Send]:
-    return [g if isinstance(g, str) else Send(g["node"], _decode_send(g, graph)) for g in data]
+    return [
+        g if isinstance(g, str) else Send(g["node"], _decode_send(g, graph), timeout=_timeout(g))
+        for g in data
+    ]
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)

@@ -617,7 +617,7 @@ class GraphCore:
 
         def add(target: str | Send) -> None:
             if isinstance(target, Send):
-                pushes.append(Planned(node=target.node, arg=target.arg))
+                pushes.append(Planned.of(target))
             else:
                 pulls.setdefault(target, False)
 

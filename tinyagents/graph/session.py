@@ -809,7 +809,7 @@ def jump(graph: GraphCore, head: Head, goto: list[str | Send]) -> dict[str, Any]
     # a node named twice runs once; every Send is a task of its own (and unhashable)
     named = dict.fromkeys(g for g in goto if not isinstance(g, Send) and g != END)
     head.frontier = [Planned(node=g) for g in named] + [
-        Planned(node=g.node, arg=g.arg) for g in goto if isinstance(g, Send)
+        Planned.of(g) for g in goto if isinstance(g, Send)
     ]
     head.step += 1
     head.frontier_id = new_frontier_id()

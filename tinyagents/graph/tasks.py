@@ -9,7 +9,7 @@ import inspect
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future as ConcurrentFuture
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -191,9 +191,10 @@ def plan_tasks(graph: GraphCore, head: Head) -> list[Task]:
     for index, planned in enumerate(head.frontier):
         if planned.node == START:
             continue  # an input not applied yet: no node of the graph (``pending_input``)
-        task = Task(
-            node=planned.node, index=index, spec=nodes[planned.node], arg=planned.arg, key=key
-        )
+        spec = nodes[planned.node]
+        if planned.timeout is not None:  # a Send's own timeout, in place of its node's
+            spec = replace(spec, timeout=planned.timeout, plain=False)
+        task = Task(node=planned.node, index=index, spec=spec, arg=planned.arg, key=key)
         rec = records.get(task.id) if records else None
         if rec is not None:
             task.writes = rec.writes

@@ -69,12 +69,17 @@ class WrongKindError(GraphValidationError, TypeError):
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Send(FrozenRecord):
     """Run ``node`` once more in the next superstep with ``arg`` as its input (fan-out).
-    A ``node`` that is not text is refused here (``WrongKindError``), not when routed."""
+    A ``node`` that is not text is refused here (``WrongKindError``), not when routed.
+    ``timeout`` (LangGraph 1.2's): that task's ``TimeoutPolicy``, in place of its node's;
+    seconds or a ``timedelta`` are its ``run_timeout`` (``TimeoutPolicy.coerce``: anything
+    else is an ``ArgumentError`` here). None: the node's."""
 
     node: str
     arg: Any
+    timeout: TimeoutPolicy | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "timeout", TimeoutPolicy.coerce(self.timeout))
         node = self.node
         if not isinstance(node, str):  # LangGraph builds it, and fails when it is routed
             raise WrongKindError(
@@ -84,6 +89,12 @@ class Send(FrozenRecord):
         if type(self.arg) is StateView:
             # a router's or node's view of a TypedDict state: send (and checkpoint) a copy
             object.__setattr__(self, "arg", dict(self.arg))
+
+    def __repr__(self) -> str:
+        # LangGraph's: the timeout only when there is one
+        if self.timeout is None:
+            return f"Send(node={self.node!r}, arg={self.arg!r})"
+        return f"Send(node={self.node!r}, arg={self.arg!r}, timeout={self.timeout!r})"
 
 
 #: The nodes a ``Command`` may go to, as a node function's return annotation names them.
