@@ -587,8 +587,11 @@ class AgentRun(RunDriver):
                     self._emit_call(call)
                     self._record_result(call, *self._read_outputs.pop(call.id))
                 continue  # "early": answered before the tool calls ran
-            # the tool budget holds the tool calls, not the output tools'
-            left = sum(1 for c in calls[index:] if c.name not in outputs)
+            # the tool budget holds the tool calls, not the output tools' (counted only when
+            # the agent has output tools: most batches are tool calls alone)
+            left = len(calls) - index
+            if outputs:
+                left = sum(1 for c in calls[index:] if c.name not in outputs)
             await self.at(Boundary.BEFORE_TOOL_DISPATCH, tool_call_id=call.id)
             result = await self._run_tool(call, calls_left=left)
             # sent back: a tool of the run's that failed (not one it never had, nor one
