@@ -460,6 +460,35 @@ async def test_a_200_whose_body_is_an_error_says_so_not_an_http_status(
     assert len(server.requests) == requests
 
 
+@pytest.mark.parametrize(
+    "error",
+    [
+        {"message": "upstream said no", "type": "server_error"},
+        {"message": "upstream said no"},
+        {"message": "upstream said no", "code": None},
+    ],
+    ids=["no-code", "message-only", "code-null"],
+)
+async def test_a_200_whose_body_is_an_error_without_a_code_is_a_retried_server_error(
+    error: dict[str, Any],
+) -> None:
+    # without a "code", litellm raised the body's error with its own status 422: it reached
+    # the user as "(code 422)", a request the server refused, and was not retried; with
+    # "code": null it was a retried server error. No code is no code, either way.
+    body = {"error": error}
+    async with OpenAICompatServer([body, "recovered"]) as server:
+        response = await model_for(server, max_retries=1).request(ask())
+    assert response.text == "recovered" and len(server.requests) == 2
+    async with OpenAICompatServer([body, body]) as server:
+        with pytest.raises(ModelServerError) as caught:
+            await model_for(server, max_retries=1).request(ask())
+    said = str(caught.value)
+    assert "sent an error in a 200 answer's body" in said and "upstream said no" in said
+    assert "422" not in said and "code" not in said.split("upstream said no", 1)[1]
+    assert caught.value.status is None and caught.value.retryable
+    assert len(server.requests) == 2
+
+
 @STREAMS
 async def test_of_parallel_calls_only_the_unreadable_one_is_sent_back(stream: bool) -> None:
     ran: list[tuple[int, int]] = []

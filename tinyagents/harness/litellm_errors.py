@@ -22,7 +22,8 @@ What is retried, and why:
   without a single choice, is ``not_a_stream``. An error the server sent as an event of its
   stream (``data: {"error": {...}}`` after a 200: OpenAI, vLLM and OpenRouter report a failure
   while generating so), or in the body of a 200 (OpenRouter's ``{"error": {...}}``), is typed
-  by the ``code`` it gives: a 4xx other than 429 is not retried.
+  by the ``code`` it gives: a 4xx other than 429 is not retried; one without a code is a
+  server failure, retried (litellm says 422 for a body's error without one: not the server's).
 """
 
 from __future__ import annotations
@@ -171,14 +172,22 @@ def _body_error(chain: list[BaseException]) -> dict[str, object] | None:
     """The ``{"error": ...}`` a server answered with a 200 (OpenRouter does), or None.
 
     litellm raises it as a bare ``Exception`` whose ``status_code`` is the error's ``code``
-    (422 when it has none) and whose ``message`` is its message; it is then labelled with
-    that status as if the server had answered it."""
+    and whose ``message`` is its message; it is then labelled with that status as if the
+    server had answered it. An error without a ``code`` gets litellm's own 422, which is no
+    word of the server's: it is taken as no code (a server failure, retried, as an error
+    event without a code is), so a provider's own ``"code": 422`` is read the same way (the
+    two cannot be told apart)."""
     if any(_is_http_status(link) for link in chain):
         return None
     for link in chain:
         if type(link) is Exception and hasattr(link, "status_code") and hasattr(link, "message"):
-            return {"message": link.message, "code": link.status_code}
+            code = None if link.status_code == _LITELLM_NO_CODE else link.status_code
+            return {"message": link.message, "code": code}
     return None
+
+
+#: The status litellm gives the error of a 200's body that has no ``code``.
+_LITELLM_NO_CODE = 422
 
 
 def _event_code(event: dict[str, object]) -> int | None:
