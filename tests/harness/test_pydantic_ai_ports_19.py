@@ -42,6 +42,7 @@ from tinyagents import (
     RunContext,
     RunStatus,
     Runtime,
+    SteeringKind,
     ToolFailed,
     tool,
 )
@@ -425,6 +426,94 @@ async def test_steering_reaches_the_request_it_is_sent_for_after_the_processors(
     assert "Only billing." in steering.content
     assert not any("Only billing." in text for _, text in given[1])
     assert "Only billing." in ours(result.messages)[1][1]
+
+
+async def test_a_keep_last_processor_drops_a_replaced_instruction_later_as_theirs_a_system_prompt(
+    rt: Runtime,
+) -> None:
+    """Pinned, not re-added: a ``replace_instruction`` is a message of the transcript once
+    its request is sent, and a later "keep the last N" processor drops it as it drops any
+    message, as pydantic-ai's processors drop its system prompt (pydantic-ai re-adds one
+    only with its opt-in ``ReinjectSystemPrompt`` capability). The processor decides what
+    the model sees: one that keeps the messages marked ``metadata["steering"]`` keeps the
+    instruction (the recipe in the docs). What is no message, the tools a ``constrain_tools``
+    left, holds whatever the processors keep."""
+
+    async def run(keep: Callable[[list[Message]], list[Message]]) -> list[ModelRequest]:
+        gate, asked = asyncio.Event(), asyncio.Event()
+        seen: list[ModelRequest] = []
+
+        async def answer(request: ModelRequest) -> Any:
+            seen.append(request)
+            if len(seen) == 1:
+                asked.set()
+                await gate.wait()
+            return tool_call("noop") if len(seen) < 4 else "done"
+
+        def noop() -> str:
+            """No-op."""
+            return ""
+
+        def other() -> str:
+            """Another tool."""
+            return ""
+
+        agent = Agent("a", FunctionModel(answer), tools=[noop, other], history_processors=[keep])
+        handle = await rt.start(agent, "go")
+        await asked.wait()
+        await handle.submit(SteeringKind.REPLACE_INSTRUCTION, {"text": "Only billing."})
+        await handle.constrain_tools(["noop"])
+        gate.set()
+        result = await handle.result()
+        assert result.status is RunStatus.COMPLETED, result.error
+        return seen
+
+    def last_two(messages: list[Message]) -> list[Message]:
+        return messages[-2:]
+
+    def last_two_and_steering(messages: list[Message]) -> list[Message]:
+        tail = messages[-2:]
+        kept = [m for m in messages[:-2] if m.metadata.get("steering")]
+        return [*kept, *tail]
+
+    def has_it(request: ModelRequest) -> bool:
+        return any("Only billing." in m.content for m in request.messages)
+
+    dropped = await run(last_two)
+    assert [has_it(r) for r in dropped] == [False, True, False, False]
+    assert [sorted(t.name for t in r.tools) for r in dropped][1:] == [["noop"]] * 3
+    kept = await run(last_two_and_steering)
+    assert [has_it(r) for r in kept] == [False, True, True, True]
+
+    # pydantic-ai: a system prompt a "keep the last two" processor drops stays dropped
+    received: list[list[Pair]] = []
+
+    def their_model(messages: list[ModelMessage], info: AgentInfo) -> PModelResponse:
+        received.append(flat(messages))
+        if len(received) < 3:
+            return PModelResponse(parts=[ToolCallPart("noop", {})])
+        return PModelResponse(parts=[TextPart("done")])
+
+    def their_last_two(messages: list[ModelMessage]) -> list[ModelMessage]:
+        return messages[-2:]
+
+    theirs_agent = PAgent(
+        PFunctionModel(their_model),
+        system_prompt="Only billing.",
+        capabilities=[ProcessHistory(their_last_two)],
+    )
+
+    @theirs_agent.tool_plain
+    def noop() -> str:
+        """No-op."""
+        return ""
+
+    await theirs_agent.run("go")
+    assert [any(text == "Only billing." for _, text in r) for r in received] == [
+        True,
+        False,
+        False,
+    ]
 
 
 async def test_history_processor_streaming_replaces_message_history() -> None:
