@@ -190,3 +190,82 @@ async def test_a_stream_gives_its_place_back_as_its_client_is_known_gone(tmp_pat
                     assert again.status_code == 200, again.headers
         finally:
             let_go.set()
+
+
+class _Connection:
+    """One event-stream request driven straight through the ASGI app (no socket): the test
+    says when its client goes away, and learns when the server has read that it went."""
+
+    def __init__(self, app: Any, headers: dict[str, str]) -> None:
+        self.app, self.headers = app, headers
+        self.status: int | None = None
+        self.started, self.first_body = asyncio.Event(), asyncio.Event()
+        self.hung_up, self.close_read = asyncio.Event(), asyncio.Event()
+        self.asked = False
+
+    async def receive(self) -> dict[str, Any]:
+        if not self.asked:
+            self.asked = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await self.hung_up.wait()
+        self.close_read.set()  # as uvicorn does: every read after the close says so
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            self.started.set()
+        elif message["type"] == "http.response.body" and message.get("body"):
+            self.first_body.set()
+        if not message.get("more_body", False) and message["type"] == "http.response.body":
+            self.first_body.set()
+
+    async def serve(self) -> None:
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.3"},
+            "http_version": "1.1",
+            "method": "GET",
+            "scheme": "http",
+            "path": EVENTS,
+            "raw_path": EVENTS.encode(),
+            "query_string": b"",
+            "root_path": "",
+            "headers": [(b"host", b"127.0.0.1")]
+            + [(k.lower().encode(), v.encode()) for k, v in self.headers.items()],
+            "client": ("127.0.0.1", 1),
+            "server": ("127.0.0.1", 80),
+        }
+        await self.app(scope, self.receive, self.send)
+
+
+@pytest.mark.parametrize("at_once", [False, True], ids=["after-first-message", "at-once"])
+async def test_open_close_open_cycles_never_count_a_stream_the_server_saw_close(
+    at_once: bool,
+) -> None:
+    """A user allowed one stream opens it, closes it (after its first message, or as soon as
+    it asked) and opens another, many times over, each time once the server has read the
+    close (no sleep, no retry): none is a 429. The moment before the server reads a close it
+    cannot know of, and a 429 then is what the docs say to retry; a close it has read is
+    never counted."""
+    auth = Auth(Auth.generate_key())
+    token = auth.mint(user="alice", tenant="acme", rights=["agent:observe"])
+    headers = {"Authorization": f"Bearer {token}"}
+    control = Control(store=MemoryStore())
+    app = create_app(control, auth=auth, console=False, max_streams_per_user=1)
+    statuses: list[int | None] = []
+    async with asyncio.timeout(60), asyncio.TaskGroup() as group:  # a hang guard
+        for _ in range(30):
+            conn = _Connection(app, headers)
+            if at_once:
+                conn.hung_up.set()
+            served = group.create_task(conn.serve())
+            await conn.first_body.wait()
+            statuses.append(conn.status)
+            if conn.status != 200:
+                await served
+                break
+            conn.hung_up.set()
+            await conn.close_read.wait()  # the server read the close: the next one opens
+    assert statuses == [200] * 30, statuses
+    control.close()
