@@ -16,7 +16,16 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from tinyagents import Agent, LiteLLMModel, RunLimits, RunStatus, Runtime, Usage, tool
+from tinyagents import (
+    Agent,
+    LiteLLMModel,
+    Middleware,
+    RunLimits,
+    RunStatus,
+    Runtime,
+    Usage,
+    tool,
+)
 from tinyagents.errors import (
     ModelError,
     ModelRateLimitError,
@@ -391,6 +400,54 @@ async def test_usage_is_read_from_the_streams_usage_chunk_and_limits_stop_on_it(
         limited.error or ""
     )
     assert limited.usage["input_tokens"] == 630  # the call that went past it is counted
+
+
+@STREAMS
+async def test_a_runs_cost_is_priced_offline_from_litellms_local_cost_map(stream: bool) -> None:
+    # LITELLM_LOCAL_MODEL_COST_MAP=True: the price map installed with litellm, no network.
+    # A model it prices: each response's Usage.cost, and their sum in RunResult.usage["cost"]
+    # (what RunUsage.cost counts up the run tree). A model it does not price: each response's
+    # cost is None (unknown), and the run's sum of no prices is 0.0 (RunUsage has no
+    # "unknown"; pinned, see the docs).
+    import litellm  # the package the model uses, loaded by it already
+
+    first = tool_call("add", a=1, b=2)
+    first.usage = Usage(input_tokens=1000, output_tokens=200)
+    second = reply("3")
+    second.usage = Usage(input_tokens=1100, output_tokens=10)
+    price = litellm.model_cost["gpt-4o-mini"]
+    expected = 2100 * price["input_cost_per_token"] + 210 * price["output_cost_per_token"]
+    costs: dict[str, list[float | None]] = {}
+
+    class Seen(Middleware):
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        async def model(self, request: Any, ctx: Any, call_next: Any) -> Any:
+            response = await call_next(request)
+            costs.setdefault(self.name, []).append(response.usage.cost)
+            return response
+
+    async with OpenAICompatServer([first, second, first, second]) as server:
+        priced = await Agent(
+            "a",
+            LiteLLMModel(
+                "openai/gpt-4o-mini",
+                api_base=server.base_url,
+                api_key="sk-test",
+                max_retries=0,
+                stream=stream,
+            ),
+            tools=[add],
+            middleware=[Seen("priced")],
+        ).run("go")
+        unpriced = await Agent(
+            "b", model_for(server, stream=stream), tools=[add], middleware=[Seen("unpriced")]
+        ).run("go")
+    assert priced.status is RunStatus.COMPLETED and unpriced.status is RunStatus.COMPLETED
+    assert priced.usage["cost"] == pytest.approx(expected) and expected > 0
+    assert sum(c or 0.0 for c in costs["priced"]) == pytest.approx(expected)
+    assert costs["unpriced"] == [None, None] and unpriced.usage["cost"] == 0.0
 
 
 # --- a connection that breaks, a run cancelled mid-stream -------------------------------
