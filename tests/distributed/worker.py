@@ -116,6 +116,12 @@ class Worker:
     async def op_flush(self) -> None:
         await self.rt.flush()
 
+    async def op_stored_status(self, run_id: str) -> str | None:
+        """The run's status as its store (shared, with ``--store``) holds it."""
+        assert self.rt.store is not None
+        row = await self.rt.store.load_run(run_id)
+        return None if row is None else str(row.get("status"))
+
     async def op_submit(self, command: dict[str, Any]) -> dict[str, Any]:
         receipt = await self.control.submit(SteeringCommand.model_validate(command))
         return receipt.model_dump(mode="json")

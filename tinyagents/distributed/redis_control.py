@@ -44,7 +44,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from tinyagents import _bounds, _clock
@@ -96,6 +96,8 @@ from tinyagents.protocol.ids import id_problem, shown_id
 from tinyagents.runs.info import RunStatus
 from tinyagents.store.base import read_snapshot, snapshot_time
 from tinyagents.store.urls import redacted
+
+_T = TypeVar("_T")
 
 #: Appends a command to a worker's stream unless the stream is gone (the worker stopped:
 #: nil) or holds ``ARGV[1]`` entries already (-1), and marks its request sent (``KEYS[2]``):
@@ -1069,12 +1071,17 @@ class RedisControl:
 
     async def _find(self, run_id: str) -> dict[str, Any] | None:
         assert self._redis is not None
-        try:
+
+        async def read() -> tuple[dict[str, float], list[Any]]:
+            assert self._redis is not None
             workers = await self._live_workers()
             pipe = self._redis.pipeline(transaction=False)
             for worker in workers:
                 pipe.hget(self.keys.runs(worker), run_id)
-            found = await pipe.execute()
+            return workers, await pipe.execute()
+
+        try:
+            workers, found = await _read_again_if_dropped(read)
         except Exception as exc:
             raise ControlPlaneUnavailable(f"could not read the run listing: {exc}") from exc
         # Listed by two workers, the one where it is live: a run resumed under its id on
@@ -1132,6 +1139,9 @@ class RedisControl:
         return workers
 
     async def _remote_snapshots(self) -> Iterable[dict[str, Any]]:
+        return await _read_again_if_dropped(self._remote_snapshots_once)
+
+    async def _remote_snapshots_once(self) -> Iterable[dict[str, Any]]:
         assert self._redis is not None
         workers = {w: b for w, b in (await self._live_workers()).items() if w != self.worker_id}
         pipe = self._redis.pipeline(transaction=False)
@@ -1155,6 +1165,24 @@ class RedisControl:
             for s in self.runtime.live_snapshots()
             if tenant_id is None or s["tenant_id"] == tenant_id
         ]
+
+
+async def _read_again_if_dropped(read: Callable[[], Awaitable[_T]]) -> _T:
+    """``read()`` (reads only: safe to run twice), run once more if the connection it ran on
+    was dropped under it (closed by the server or a proxy, ``CLIENT KILL``, a network blip)
+    while Redis still serves. The pool's retries are off (the jobs back off themselves), so
+    one connection dropped mid-read failed an operator's command ``ControlPlaneUnavailable``
+    ("could not read the run listing") and left the other workers' runs out of a listing,
+    though the send after it is already tried again on another connection (``_append``). A
+    second failure is an outage; a refusal (credentials, a full pool) is not tried again."""
+    from redis.exceptions import ConnectionError as Lost
+
+    try:
+        return await read()
+    except (Lost, ConnectionResetError, BrokenPipeError) as exc:
+        if isinstance(exc, Lost) and type(exc) is not Lost:  # a refusal, not a drop
+            raise
+    return await read()
 
 
 def _key(cmd: SteeringCommand) -> tuple[str, str]:
