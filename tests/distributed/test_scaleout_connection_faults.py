@@ -314,3 +314,99 @@ async def test_an_envelope_delivered_twice_is_applied_once_and_its_sender_told_a
             mine = [e.type for e in history if e.correlation_id == steer.correlation_id]
             assert [t for t in mine if t in TERMINAL] == ["steering.applied"], mine
             assert mine.count("steering.accepted") == 1, mine
+
+
+@pytest.mark.slow
+async def test_commands_sent_while_the_owner_restarts_are_each_told_the_truth(
+    redis_url: str, prefix: str, workers: Any
+) -> None:
+    """The owner is SIGKILLed with its run paused, and the sender sends a burst of commands
+    for that run while the owner's process is down and as it comes back under its id (its
+    listing still there: its heartbeat has not expired). Whatever each sender is told, it is
+    true: ``accepted`` ones are applied once after the run is started again, ``rejected``
+    ones never, one in doubt (``ReceiptTimeout``) at most once, and none twice."""
+    a = await workers("a", redis_url, prefix)
+    b = await workers("b", redis_url, prefix)
+    run_id = await a.call("start", run_id="run-rs", tenant="acme", turns=40, tick_s=0.02)
+    await listed(b, run_id)
+    assert (await b.call("submit", command=command(run_id, "pause")))["status"] == "accepted"
+    await eventually(lambda: a.call("status", run_id=run_id), lambda s: s == "paused")
+    await a.kill()
+
+    steers = [command(run_id, "add_instruction", {"text": f"r{i}"}) for i in range(12)]
+    sent = []
+    for steer in steers[:6]:  # the owner down
+        sent.append(asyncio.create_task(b.call_raw("submit", command=steer, wait_s=120)))
+    restarted = await workers("a", redis_url, prefix)  # same worker id and SQLite file
+    for steer in steers[6:]:  # the owner back, its run not started again yet
+        sent.append(asyncio.create_task(b.call_raw("submit", command=steer, wait_s=120)))
+    await restarted.call("start", run_id=run_id, tenant="acme", turns=5, tick_s=0.01)
+    answers = await asyncio.gather(*sent)
+    assert await restarted.call("status", run_id=run_id) == "paused"
+    resume = await eventually(
+        lambda: b.call_raw("submit", command=command(run_id, "resume")),
+        lambda answer: answer.get("ok", {}).get("status") == "accepted",
+    )
+    assert resume["ok"]["status"] == "accepted"
+    assert await restarted.call("wait", run_id=run_id, wait_s=120) == "completed"
+    history = await restarted.call("history", run_id=run_id)
+    for steer, answer in zip(steers, answers, strict=True):
+        counts = terminal_counts(history, steer["correlation_id"])
+        told = answer["ok"]["status"] if "ok" in answer else answer["type"]
+        if told == "accepted":
+            assert counts == {"steering.applied": 1}, (steer["payload"], told, counts)
+        elif told in ("rejected", "ControlPlaneUnavailable"):
+            assert "steering.applied" not in counts, (steer["payload"], answer, counts)
+        else:
+            assert told == "ReceiptTimeout", answer
+            assert counts.get("steering.applied", 0) <= 1, (steer["payload"], counts)
+
+
+@pytest.mark.slow
+async def test_two_workers_starting_a_killed_owners_run_at_once_run_it_once(
+    redis_url: str, prefix: str, workers: Any, pg_store: tuple[str, str]
+) -> None:
+    """Three workers on one PostgreSQL store. The owner of a paused run is SIGKILLed; two
+    others start the run again under its id at the same moment, round after round until one
+    may: exactly one of each round's starts wins, and the loser's commands (sent over Redis)
+    reach the winner, are applied once, and the run ends there."""
+    url, _app = pg_store
+    extra = ["--store", url]
+    a = await workers("a", redis_url, prefix, ttl_s=3.0, extra=extra)
+    b = await workers("b", redis_url, prefix, extra=extra)
+    c = await workers("c", redis_url, prefix, extra=extra)
+    run_id = await a.call("start", run_id="run-2w", tenant="acme", turns=400, tick_s=0.02)
+    await listed(b, run_id)
+    assert (await b.call("submit", command=command(run_id, "pause")))["status"] == "accepted"
+    await eventually(lambda: a.call("status", run_id=run_id), lambda s: s == "paused")
+    await a.call("flush")
+    await a.kill()
+
+    async def both_start() -> list[dict[str, Any]]:
+        return list(
+            await asyncio.gather(
+                *(
+                    w.call_raw("start", run_id=run_id, tenant="acme", turns=5, tick_s=0.01)
+                    for w in (b, c)
+                )
+            )
+        )
+
+    rounds = await eventually(both_start, lambda r: any("ok" in x for x in r), within=180)
+    assert [("ok" in x) for x in rounds].count(True) == 1, rounds
+    winner, loser = (b, c) if "ok" in rounds[0] else (c, b)
+    assert "another runtime" in next(x["error"] for x in rounds if "error" in x), rounds
+    assert await loser.call("status", run_id=run_id) is None
+
+    assert await winner.call("status", run_id=run_id) == "paused"
+    steer = command(run_id, "add_instruction", {"text": "after the takeover"})
+    told = await eventually(
+        lambda: loser.call_raw("submit", command=steer),
+        lambda answer: "ok" in answer,
+    )
+    assert told["ok"]["status"] == "accepted", told
+    resume = await loser.call("submit", command=command(run_id, "resume"))
+    assert resume["status"] == "accepted", resume
+    assert await winner.call("wait", run_id=run_id, wait_s=120) == "completed"
+    history = await winner.call("history", run_id=run_id)
+    assert terminal_counts(history, steer["correlation_id"]) == {"steering.applied": 1}
