@@ -598,8 +598,10 @@ async def test_handler_update_is_streamed_as_the_failed_nodes() -> None:
 
 def test_handler_is_no_node_of_the_graph() -> None:
     # LangGraph adds "__error_handler__<node>" (and "__default_error_handler__") as nodes, so
-    # interrupt_before can name them and a user node of that name collides at compile
-    # (test_set_node_defaults_error_handler_collides_with_user_node); ours are no nodes
+    # a user node of that name collides at compile
+    # (test_set_node_defaults_error_handler_collides_with_user_node); ours are no nodes.
+    # interrupt_before may name them on both (a no-op: test_langgraph_ports_15.py), but not
+    # the handler of a node that has none
     builder = (
         StateGraph(Foo)
         .set_node_defaults(error_handler=lambda s: {"foo": "handled"})
@@ -618,8 +620,12 @@ def test_handler_is_no_node_of_the_graph() -> None:
         theirs.compile()
     fails = StateGraph(Foo).add_node("a", lambda s: s, error_handler=lambda s: s)
     fails.add_edge(START, "a")
-    with pytest.raises(GraphValidationError, match="__error_handler__a"):
-        fails.compile(interrupt_before=["__error_handler__a"])
+    fails.compile(interrupt_before=["__error_handler__a"])
+    with pytest.raises(GraphValidationError, match="__error_handler__b"):
+        fails.compile(interrupt_before=["__error_handler__b"])
+    plain = StateGraph(Foo).add_node("a", lambda s: s).add_edge(START, "a")
+    with pytest.raises(GraphValidationError, match="__default_error_handler__"):
+        plain.compile(interrupt_after=["__default_error_handler__"])
 
 
 def test_goto_must_be_declared() -> None:

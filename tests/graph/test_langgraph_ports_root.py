@@ -221,9 +221,8 @@ def send_sequences(g: Any, cp: Any, **compile_kw: Any) -> Any:
 
 async def test_send_sequences() -> None:
     # LangGraph: test_pregel_async.py::test_send_sequences, without checkpointer: a Send of
-    # a Command, which the node returns with its update, its goto a Send again. (Its
-    # checkpointed half is not ported: a Command as a Send's argument is not JSON, which
-    # our checkpoints need, whatever the state.)
+    # a Command, which the node returns with its update, its goto a Send again (its
+    # checkpointed half: test_send_sequences_checkpointed)
     ours, theirs = both(send_sequences, None)
     expected = await result_of(theirs, ["0"])
     assert expected == [
@@ -238,6 +237,30 @@ async def test_send_sequences() -> None:
         "3",
     ]
     assert await result_of(ours, ["0"]) == expected
+
+
+async def test_send_sequences_checkpointed(checkpointer: Checkpointer) -> None:
+    # LangGraph: test_pregel_async.py::test_send_sequences, its checkpointed half: stopped
+    # before "3.1", the step's Sends of a Command wait in the checkpoint (every backend) and
+    # run on from it; ours could not save a Command ("a _Unset is not JSON-able")
+    ours = send_sequences(OURS, checkpointer, interrupt_before=["3.1"])
+    theirs = send_sequences(THEIRS, lg_memory.InMemorySaver(), interrupt_before=["3.1"])
+    first = await result_of(theirs, ["0"], "1")
+    assert first == ["0", "1"]
+    assert await result_of(ours, ["0"], "1") == first
+    expected = await result_of(theirs, None, "1")
+    assert expected == [
+        "0",
+        "1",
+        "3.1",
+        "2|Command(goto=Send(node='2', arg=3))",
+        "2|Command(goto=Send(node='2', arg=4))",
+        "3",
+        "2|3",
+        "2|4",
+        "3",
+    ]
+    assert await result_of(ours, None, "1") == expected
 
 
 def fork_re_runs(g: Any, cp: Any, calls: list[int]) -> Any:

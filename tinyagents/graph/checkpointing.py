@@ -31,7 +31,7 @@ from tinyagents.graph.reducers import (
     detach,
     normalize_write,
 )
-from tinyagents.graph.types import END, START, UNSET, Send, TimeoutPolicy
+from tinyagents.graph.types import END, START, UNSET, Command, Send, TimeoutPolicy
 from tinyagents.store.checkpoint.base import CheckpointRecord, WriteRecord
 
 if TYPE_CHECKING:
@@ -253,9 +253,16 @@ def _encode_send(
     if node == START:  # an input's writes, waiting for its first step: name the key
         encoded = {k: encode(v, f"the input's {k!r}") for k, v in arg.items()}
         return {"node": node, "arg": encoded}
-    out = {"node": node, "arg": encode(arg, f"the argument of a Send to {node!r}")}
     cls = type(arg)
-    if isinstance(arg, BaseModel) or (dataclasses.is_dataclass(arg) and not isinstance(arg, type)):
+    if cls is Command:  # LangGraph's serializer keeps one: its fields, read back as one
+        out = {"node": node, "arg": _encode_command(arg, untracked), "arg_type": _COMMAND}
+    else:
+        out = {"node": node, "arg": encode(arg, f"the argument of a Send to {node!r}")}
+    if cls is Command:
+        pass
+    elif isinstance(arg, BaseModel) or (
+        dataclasses.is_dataclass(arg) and not isinstance(arg, type)
+    ):
         ref = f"{cls.__module__}:{cls.__qualname__}"
         _ARG_TYPES[ref] = cls
         out["arg_type"] = ref
@@ -269,7 +276,53 @@ def _encode_send(
 
 
 def _decode_send(data: dict[str, Any], graph: GraphCodec) -> Any:
-    return graph.decode_arg(data["node"], data["arg"], data.get("arg_type"))
+    arg_type = data.get("arg_type")
+    if arg_type == _COMMAND:
+        return _decode_command(data["arg"], graph)
+    return graph.decode_arg(data["node"], data["arg"], arg_type)
+
+
+#: The ``arg_type`` of a ``Send`` whose argument is a ``Command`` (``_encode_command``).
+_COMMAND: Final = "tinyagents.graph.types:Command"
+
+
+def _encode_command(cmd: Command[Any], untracked: frozenset[str]) -> dict[str, Any]:
+    """A ``Command`` sent as a ``Send``'s argument, as JSON: its fields as given (a goto
+    of one name stays one name, its ``Send``s encoded as a ``Send``), ``resume`` only when
+    it is set."""
+
+    def goto_item(g: Any) -> Any:
+        return g if isinstance(g, str) else _encode_send(g.node, g.arg, untracked, g.timeout)
+
+    goto = cmd.goto
+    out: dict[str, Any] = {
+        "update": encode(cmd.update, "the update of a Command sent as a Send's argument"),
+        "goto": goto_item(goto) if isinstance(goto, (str, Send)) else [goto_item(g) for g in goto],
+        "graph": cmd.graph,
+    }
+    if cmd.resume is not UNSET:
+        out["resume"] = encode(cmd.resume, "the resume of a Command sent as a Send's argument")
+    update = cmd.update
+    if isinstance(update, (list, tuple)) and update and all(type(w) is tuple for w in update):
+        out["pairs"] = True  # ``(key, value)`` pairs: JSON has no tuples to say so
+    return out
+
+
+def _decode_command(data: dict[str, Any], graph: GraphCodec) -> Command[Any]:
+    def goto_item(g: Any) -> Any:
+        return (
+            g
+            if isinstance(g, str)
+            else Send(g["node"], _decode_send(g, graph), timeout=_timeout(g))
+        )
+
+    goto, update = data["goto"], data["update"]
+    return Command(
+        update=[tuple(w) for w in update] if data.get("pairs") else update,
+        goto=[goto_item(g) for g in goto] if isinstance(goto, list) else goto_item(goto),
+        resume=data.get("resume", UNSET),
+        graph=data["graph"],
+    )
 
 
 def _timeout(data: dict[str, Any]) -> TimeoutPolicy | None:

@@ -13,7 +13,7 @@ import dataclasses
 import re
 import typing
 import weakref
-from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -201,11 +201,16 @@ def dead_ends(graph: DeclaredGraph) -> list[str]:
     return [n for n, spec in graph.nodes.items() if n not in leaving and not spec.destinations]
 
 
-def breakpoint_nodes(value: Collection[str] | str | None, nodes: Collection[str]) -> frozenset[str]:
+def breakpoint_nodes(
+    value: Collection[str] | str | None, nodes: Mapping[str, NodeSpec]
+) -> frozenset[str]:
     """``interrupt_before`` / ``interrupt_after`` as node names: ``"*"`` is every node (as
     LangGraph spells it), another string one node's name, None none (LangGraph's default);
     a name the graph does not have is a ``GraphValidationError`` (at ``compile`` and per
-    run alike)."""
+    run alike). LangGraph's name of an error handler's node, ``__error_handler__<node>``
+    of a node given one by ``add_node``, is taken and dropped: ours runs in the failed
+    node's task, and LangGraph 1.2 does not stop there either (its
+    ``__default_error_handler__`` it refuses, as ours)."""
     if value is None:
         return frozenset()
     if value == "*":
@@ -215,6 +220,9 @@ def breakpoint_nodes(value: Collection[str] | str | None, nodes: Collection[str]
             f"interrupt_before/interrupt_after take node names (a list, or '*'), got {value!r}"
         )
     names = frozenset(map(node_name, [value] if isinstance(value, str) else value))
+    if not names.issubset(nodes):
+        handlers = {f"__error_handler__{n}" for n, spec in nodes.items() if spec.error_handler}
+        names = names.difference(handlers.difference(nodes))
     unknown = sorted(names.difference(nodes))
     if unknown:
         raise GraphValidationError(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Collection, Coroutine
+from collections.abc import AsyncIterator, Collection, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -61,7 +61,7 @@ from tinyagents.graph.interrupts import Interrupt, invalid_resume_of
 from tinyagents.graph.longterm import current_store, with_store
 from tinyagents.graph.parallel import StepTasks
 from tinyagents.graph.reducers import MISSING, detach
-from tinyagents.graph.state import StateSchema, StateView, managed_values
+from tinyagents.graph.state import ROOT, StateSchema, StateView, managed_values
 from tinyagents.graph.tasks import (
     Task,
     Writes,
@@ -1435,6 +1435,14 @@ class GraphRun:
             data = task.arg
         elif child_graph.schema.root:  # a one-value state's input: the node's, as LangGraph's
             data = self.view()
+        elif self.graph.schema.root:
+            # a state class under a one-value parent: the parent's value, read through the
+            # child's input keys (LangGraph's reads its input channels from it)
+            data = self.head.values.get(ROOT)
+            if isinstance(data, Mapping):
+                schema = child_graph.schema
+                keys = schema.channels if schema.input_keys is None else schema.input_keys
+                data = {k: v for k, v in data.items() if k in keys}
         else:
             schema = child_graph.schema
             keys = schema.channels if schema.input_keys is None else schema.input_keys
@@ -1459,6 +1467,12 @@ class GraphRun:
             return Command(update=cmd.update, goto=cmd.goto)
         if result.status == "interrupted":
             raise NodeInterrupt(result.interrupts)
+        if child_graph.schema.root is not self.graph.schema.root:
+            # a one-value state under a state class, or the other way round: the child's
+            # output is the node's return value, read as any node's (LangGraph's: a dict the
+            # parent's update, a one-value child's other value its InvalidUpdateError; a
+            # class child's values the one-value parent's new value)
+            return _public_output(child_graph, result.state)
         return self._subgraph_output(child_graph, start, result.state)
 
     def _subgraph_output(
@@ -1499,6 +1513,16 @@ class GraphRun:
                 task, state, self.runtime, parent=self.run_id, started=started
             )
         return await run_agent_node(task, state, self.runtime, parent=self.run_id)
+
+
+def _public_output(graph: GraphCore, final: dict[str, Any]) -> Any:
+    """A sub-graph's output as LangGraph hands it to its parent node: a one-value state's
+    value (None if nothing wrote it), a state class's output channels that hold a value."""
+    schema = graph.schema
+    if schema.root:
+        return final.get(ROOT)
+    keys = schema.channels if schema.output_keys is None else schema.output_keys
+    return {k: final[k] for k in keys if k in final}
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
