@@ -3,8 +3,13 @@ channel, ``StateGraph(dict)``) under a state-class parent and a state class unde
 one-value parent (``libs/langgraph/langgraph/pregel/_io.py``: a sub-graph's output is its
 node's return value, read as any node's), and a ``Command`` as a ``Send``'s argument, kept
 in a checkpoint while its task waits (``libs/langgraph/tests/test_pregel_async.py``'s
-send-with-checkpointer cases, here with a ``Command`` argument). Each program is written
-once and run on both libraries (``OURS`` / ``THEIRS``), the outcomes compared.
+send-with-checkpointer cases, here with a ``Command`` argument; ``test_send_sequences``'s
+checkpointed half is in ``test_langgraph_ports_root.py``), a breakpoint naming a node's error
+handler (``test_retry.py::test_graph_error_handler_error_context_survives_checkpoint_
+resume``), and ``test_pregel_async.py``'s ``test_graph_error_handler_async_runtime_info`` and
+``test_node_error_handler_handles_subgraph_internal_failure_async``. Each program is written
+once and run on both libraries (``OURS`` / ``THEIRS``), the outcomes compared; where ours
+differs on purpose (a sent ``Command``'s update pairs), the difference is pinned.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import operator
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from langgraph_kit import OURS, THEIRS, cfg, lg_errors, lg_memory
+from langgraph_kit import OURS, THEIRS, cfg, lg_errors, lg_memory, lg_types
 
 from tinyagents.errors import InvalidUpdateError
 from tinyagents.store.checkpoint import MemoryCheckpointer
@@ -279,3 +284,103 @@ async def test_a_one_value_sub_graph_that_asks_hands_back_its_value_on_resume(
         outs.append(states)
     assert outs[0] == outs[1]
     assert outs[0][-1] == {"x": 2, "log": ["a", "yes0", "a", "yes1"]}
+
+
+# --- async error handlers (test_pregel_async.py) --------------------------------------------
+
+
+def retry_policy(g: Any, **kwargs: Any) -> Any:
+    from tinyagents.graph import RetryPolicy
+
+    return RetryPolicy(**kwargs) if g is OURS else lg_types.RetryPolicy(**kwargs)
+
+
+async def run_to_state(g: Any, graph: Any, data: Any) -> Any:
+    if g is THEIRS:
+        return await graph.ainvoke(data)
+    return (await graph.run(data)).raise_for_status().state
+
+
+async def retried_then_handled(g: Any) -> Any:
+    """An async node that always fails, retried twice, then its async handler: the final
+    state, the attempts, and the failed node and error the handler got."""
+    attempts: list[int] = []
+    captured: dict[str, Any] = {}
+    NodeError = node_error(g)
+
+    async def always_failing(state: Any) -> Any:
+        attempts.append(1)
+        raise ValueError("Always fails async")
+
+    async def handler(state: Any, error: NodeError) -> Any:  # type: ignore[valid-type]
+        captured["node"], captured["error"] = error.node, error.error
+        return {"log": ["handled_async"]}
+
+    policy = retry_policy(
+        g, max_attempts=2, initial_interval=0.01, jitter=False, retry_on=ValueError
+    )
+    graph = (
+        g.StateGraph(S)
+        .add_node("always_failing", always_failing, retry_policy=policy, error_handler=handler)
+        .add_edge(g.START, "always_failing")
+        .compile()
+    )
+    result = await run_to_state(g, graph, {"log": []})
+    return (result, len(attempts), captured["node"], repr(captured["error"]))
+
+
+async def test_graph_error_handler_async_runtime_info() -> None:
+    # LangGraph: test_pregel_async.py::test_graph_error_handler_async_runtime_info
+    outs = [await retried_then_handled(g) for g in SIDES]
+    assert outs[0] == outs[1]
+    assert outs[0] == (
+        {"log": ["handled_async"]},
+        2,
+        "always_failing",
+        "ValueError('Always fails async')",
+    )
+
+
+async def sub_graph_failure_handled(g: Any, one_value: bool) -> Any:
+    """A sub-graph whose node fails, under a parent node with an async error handler: the
+    final state, and the failed node and error the handler got."""
+    captured: dict[str, Any] = {}
+    NodeError = node_error(g)
+
+    async def sub_fail(state: Any) -> Any:
+        raise ValueError("async subgraph boom")
+
+    async def handler(state: Any, error: NodeError) -> Any:  # type: ignore[valid-type]
+        captured["node"], captured["error"] = error.node, error.error
+        return {"log": ["handled_async_subgraph"]}
+
+    sub = (
+        g.StateGraph(dict if one_value else S)
+        .add_node("sub_fail", sub_fail)
+        .add_edge(g.START, "sub_fail")
+        .compile()
+    )
+    graph = (
+        g.StateGraph(S)
+        .add_node("subgraph_node", sub, error_handler=handler)
+        .add_edge(g.START, "subgraph_node")
+        .compile()
+    )
+    result = await run_to_state(g, graph, {"log": []})
+    return (result, captured["node"], repr(captured["error"]))
+
+
+@pytest.mark.parametrize("one_value", [False, True])
+async def test_node_error_handler_handles_subgraph_internal_failure_async(
+    one_value: bool,
+) -> None:
+    # LangGraph: test_pregel_async.py::test_node_error_handler_handles_subgraph_internal_
+    # failure_async: the parent node's handler gets the error under the parent node's name.
+    # Also with a one-value (StateGraph(dict)) sub-graph.
+    outs = [await sub_graph_failure_handled(g, one_value) for g in SIDES]
+    assert outs[0] == outs[1]
+    assert outs[0] == (
+        {"log": ["handled_async_subgraph"]},
+        "subgraph_node",
+        "ValueError('async subgraph boom')",
+    )
