@@ -384,3 +384,32 @@ async def test_node_error_handler_handles_subgraph_internal_failure_async(
         "subgraph_node",
         "ValueError('async subgraph boom')",
     )
+
+
+async def test_a_one_value_sub_graphs_streams_with_subgraphs() -> None:
+    # the sub-graph's own items and its node's update in the parent's, as LangGraph's
+    def build(g: Any) -> Any:
+        sub = (
+            g.StateGraph(dict)
+            .add_node("c", lambda v: {"x": v["x"] + 1, "log": ["c"]})
+            .add_edge(g.START, "c")
+            .compile()
+        )
+        graph = g.StateGraph(S).add_node("sub", sub).add_edge(g.START, "sub")
+        return graph.compile(checkpointer=saver(g))
+
+    outs = []
+    for g in SIDES:
+        graph, data, mode = build(g), {"x": 1, "log": []}, ["updates", "values"]
+        if g is OURS:
+            items = [i async for i in graph.stream(data, thread_id="1", mode=mode, subgraphs=True)]
+        else:
+            stream = graph.astream(data, cfg("1"), stream_mode=mode, subgraphs=True)
+            items = [i async for i in stream]
+        # a namespace's task id differs between the libraries: its node names only
+        outs.append([(tuple(n.split(":")[0] for n in ns), *rest) for ns, *rest in items])
+    assert outs[0] == outs[1]
+    assert outs[0][-2:] == [
+        ((), "updates", {"sub": {"x": 2, "log": ["c"]}}),
+        ((), "values", {"x": 2, "log": ["c"]}),
+    ]
