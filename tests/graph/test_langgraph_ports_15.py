@@ -413,3 +413,26 @@ async def test_a_one_value_sub_graphs_streams_with_subgraphs() -> None:
         ((), "updates", {"sub": {"x": 2, "log": ["c"]}}),
         ((), "values", {"x": 2, "log": ["c"]}),
     ]
+
+
+class In(TypedDict, total=False):
+    x: int
+
+
+class Out(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+
+
+async def test_a_class_sub_graphs_own_schemas_under_a_one_value_parent() -> None:
+    # the child's input_schema picks what it reads of the parent's value, its output_schema
+    # what the parent's new value holds
+    def build(g: Any) -> Any:
+        def d(s: Any) -> Any:
+            return {"x": s.get("x", 0) * 10, "log": [f"d{sorted(s)}"]}
+
+        sub = g.StateGraph(S, input_schema=In, output_schema=Out).add_node("d", d)
+        sub = sub.add_edge(g.START, "d").compile()
+        return g.StateGraph(dict).add_node("sub", sub).add_edge(g.START, "sub").compile()
+
+    outs = [await run_to_state(g, build(g), {"x": 1, "y": 2, "z": 3}) for g in SIDES]
+    assert outs[0] == outs[1] == {"log": ["d['log', 'x']"]}
