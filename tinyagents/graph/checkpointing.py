@@ -258,14 +258,12 @@ def _encode_send(
         out = {"node": node, "arg": _encode_command(arg, untracked), "arg_type": _COMMAND}
     else:
         out = {"node": node, "arg": encode(arg, f"the argument of a Send to {node!r}")}
-    if cls is Command:
-        pass
-    elif isinstance(arg, BaseModel) or (
-        dataclasses.is_dataclass(arg) and not isinstance(arg, type)
-    ):
-        ref = f"{cls.__module__}:{cls.__qualname__}"
-        _ARG_TYPES[ref] = cls
-        out["arg_type"] = ref
+        if isinstance(arg, BaseModel) or (
+            dataclasses.is_dataclass(arg) and not isinstance(arg, type)
+        ):
+            ref = f"{cls.__module__}:{cls.__qualname__}"
+            _ARG_TYPES[ref] = cls
+            out["arg_type"] = ref
     if timeout is not None:
         out["timeout"] = {
             "run_timeout": timeout.run_timeout,
