@@ -189,18 +189,28 @@ class Control:
             if store is None:
                 self._ring = deque(maxlen=ring_size)
                 runtime.bus.add_sink(self._keep)
-        #: The name of the event log whose ids the event streams send: a log in memory counts
-        #: from 1 again in each process, so it is another name each time; a store's log keeps
-        #: its ids, and its name is its URL's (hashed: a path, a host are not the client's; a
-        #: SQLite store's URL names its file resolved, however the path to it was written).
-        self.log_id = (
+        #: A log in memory counts from 1 again in each process: another name each time.
+        self._fleeting_log = (
             secrets.token_hex(8)
             if store is None
             or not store.url
             or store.url.startswith("memory:")
             or store.url == "sqlite:///:memory:"
-            else hashlib.sha256(store.url.encode()).hexdigest()[:16]
+            else None
         )
+
+    @property
+    def log_id(self) -> str:
+        """The name of the event log whose ids the event streams send: a log in memory counts
+        from 1 again in each process, so it is another name each time; a store's log keeps
+        its ids, and its name is the store's (``Store.log_name``: a PostgreSQL store's names
+        its database, schema and tables, however its URL was written), or else its URL's
+        (hashed: a path, a host are not the client's; a SQLite store's URL names its file
+        resolved, however the path to it was written)."""
+        if self._fleeting_log is not None:
+            return self._fleeting_log
+        assert self.store is not None
+        return self.store.log_name or hashlib.sha256(self.store.url.encode()).hexdigest()[:16]
 
     def _keep(self, event: Event) -> None:
         assert self._ring is not None

@@ -136,6 +136,9 @@ class Store(ABC):
     surrogate) finds nothing."""
 
     url: str = ""
+    #: The name of its event log, the same however its URL was written (a backend whose
+    #: URL's text may name one store many ways sets it when it opens); empty: the URL names it.
+    log_name: str = ""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # every backend's lookups take their arguments alike (``_lookups``)

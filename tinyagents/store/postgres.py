@@ -348,6 +348,20 @@ def _events_query(
     return sql, filters
 
 
+async def _log_name(conn: Any, schema: str) -> str:
+    """The name of the store's event log: its database's, its schema's and when its tables
+    were made (the store's first migration), hashed. Not its URL's text, which names one
+    store many ways (``postgresql://127.0.0.1:5432/db``, ``postgres://localhost/db?...``):
+    the workers of one store, their URLs spelled apart, name one log, and a store made anew
+    in that schema (its ids count from 1 again) another."""
+    database, made = await conn.fetchrow(
+        "SELECT current_database(), min(applied_at) FROM tinyagents_migrations"
+        " WHERE component = 'store'"
+    )
+    said = json.dumps(["postgresql", database, schema, made.isoformat() if made else None])
+    return hashlib.sha256(said.encode()).hexdigest()[:16]
+
+
 class PostgresStore(Store):
     """The steering log, event log and run snapshots in PostgreSQL.
 
@@ -409,12 +423,14 @@ class PostgresStore(Store):
                         if not self.create:
                             await self._exists(conn, schema)
                         await migrate(conn, schema, "store", MIGRATIONS, url=self.url)
+                        log_name = await _log_name(conn, schema)
             except BaseException:
                 if pool is not None:
                     with contextlib.suppress(Exception):
                         await pool.close()
                 raise
             self.schema_name = schema
+            self.log_name = log_name
             self._events_key = lock_key(schema, "events")
             self._pool = pool
 
