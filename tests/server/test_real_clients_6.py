@@ -4,13 +4,16 @@ clients made from the OpenAPI document)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import httpx
-from operator_server import BASE, eventually
+from operator_server import BASE, IDLE_S, Served, eventually
 from services import drop_pg_schemas, pg_schema, postgres_dsn
 
 from tinyagents import Agent, Runtime
@@ -134,3 +137,43 @@ async def test_a_postgresql_stores_log_keeps_its_name_until_the_store_is_made_an
         assert await named() not in ("", first)
     finally:
         await drop_pg_schemas()
+
+
+async def _runs_cli(url: str, token: str, *argv: str) -> tuple[int, str, str]:
+    """``tinyagents runs ARGV --url URL`` in a subprocess (the server answers in the test's
+    loop), the token in ``$TINYAGENTS_TOKEN``: its exit code, stdout and stderr."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tinyagents", "runs", *argv, "--url", url,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "TINYAGENTS_TOKEN": token},
+    )  # fmt: skip
+    try:
+        async with asyncio.timeout(120):
+            out, err = await proc.communicate()
+    finally:
+        if proc.returncode is None:  # cancelled (a wait that gave up): not left running
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_a_run_id_of_dots_is_a_run_the_cli_does_not_find(served: Served) -> None:
+    """The CLI sends a run id as one path segment (``A/../B`` names no run rather than B's
+    endpoints), but an id that is a whole dot segment, ``.`` or ``..`` (a typo, a shell's
+    ``$DIR``), went as itself, which HTTP clients resolve away: ``runs show .`` read the run
+    list (``GET /runs``) and said the server answered without the API's JSON, ``runs pause ..``
+    posted to ``/api/agents/pause``; each blamed ``--url`` (exit 2). They are runs not found
+    (exit 1), as the API says of ``/runs/%2E``, and a command sends nothing to another run."""
+    await served.start_run("acme", think_s=IDLE_S)
+    token = served.tokens["alice"]
+    for run_id in (".", ".."):
+        for argv in (("show", run_id), ("tree", run_id), ("pause", run_id)):
+            code, out, err = await _runs_cli(served.url, token, *argv, "--json")
+            assert code == 1, (argv, code, out, err)
+            said = json.loads(out)
+            assert said.get("run_id") == run_id or f"run {run_id}" in said.get("reason", ""), said
+        code, out, err = await _runs_cli(served.url, token, "show", run_id)
+        assert (code, out.strip()) == (1, f"not found: run {run_id}"), (code, out, err)
+    r = await served.client.get(f"{BASE}/runs", headers=served.as_("alice"))
+    assert all(run["status"] == "running" for run in r.json()), r.json()

@@ -771,8 +771,11 @@ class HttpClient:
 
 def _segment(value: str) -> str:
     """``value`` as one path segment: an id holding ``/``, ``..``, ``?`` or ``#`` must name no
-    run rather than another run's endpoint (``A/../B`` would reach B)."""
-    return quote(value, safe="")
+    run rather than another run's endpoint (``A/../B`` would reach B); and an id that is a
+    whole dot segment (``.``, ``..``), which HTTP clients resolve away (``/runs/./pause`` is
+    ``/runs/pause``), has its dots escaped (``%2E``, which they keep)."""
+    quoted = quote(value, safe="")
+    return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted
 
 
 def _no_such_path(data: dict[str, Any]) -> bool:
