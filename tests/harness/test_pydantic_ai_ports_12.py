@@ -563,11 +563,11 @@ async def test_output_function_model_retry_in_stream() -> None:
     assert len(model.requests) == 1
 
 
-def test_per_request_input_tokens_limit_is_not_offered() -> None:
-    # tests/test_usage_limits.py::test_per_request_input_tokens_limit_post_response and
-    # test_usage_so_far: pydantic-ai's UsageLimits(per_request_input_tokens_limit=...) (one
-    # request's input) and run(usage=...) (usage to start from) are not offered
-    # (docs/harness.md, "Limits"): RunLimits refuses the name, as any it does not take.
+def test_per_request_input_tokens_limit_is_named_as_ours() -> None:
+    # tests/test_usage_limits.py::test_per_request_input_tokens_limit_post_response: pydantic-
+    # ai's UsageLimits(per_request_input_tokens_limit=...) (one request's input) is our
+    # RunLimits(max_input_tokens_per_request=...) (test_pydantic_ai_ports_20.py); another
+    # name is refused, as any RunLimits does not take.
     with pytest.raises(ConfigurationError, match="per_request_input_tokens"):
         RunLimits(per_request_input_tokens=5)  # type: ignore[call-arg]
 

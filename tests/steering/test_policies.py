@@ -1202,3 +1202,23 @@ async def test_accepted_receipt_and_event_name_the_pipeline(
     receipt = await rt.submit(make_command("r-1"))
     accepted: SteeringEvent = recorder.steering(receipt.correlation_id)[1]
     assert receipt.policy_id == accepted.policy_id == rt.router.pipeline.pipeline_id
+
+
+async def test_per_request_and_cost_budgets_are_bounded_by_the_parents_too(
+    rt: Runtime, make_run: MakeRun
+) -> None:
+    """``RunLimits(max_input_tokens_per_request=, max_cost=)`` (pydantic-ai's
+    ``per_request_input_tokens_limit`` and ``cost_limit``): ``update_budget`` takes them,
+    held to the parent's: a request's input to the parent's own cap (what the child used
+    does not count: each request is bounded alone), a cost to what the parent has left."""
+    parent = await make_run(
+        "parent", limits=RunLimits(max_input_tokens_per_request=100, max_cost=1.0)
+    )
+    parent.info.usage = RunUsage(input_tokens=5_000, cost=0.75)
+    child = await make_run("child", parent="parent")
+    child.info.usage = RunUsage(input_tokens=900, cost=0.05)
+    for payload in ({"max_input_tokens_per_request": 101}, {"max_cost": 0.31}):
+        over = await rt.submit(make_command("child", K.UPDATE_BUDGET, payload))
+        assert over.status is ReceiptStatus.REJECTED and over.policy_id == "budget", payload
+    fits = {"max_input_tokens_per_request": 100, "max_cost": 0.3}
+    assert (await rt.submit(make_command("child", K.UPDATE_BUDGET, fits))).accepted

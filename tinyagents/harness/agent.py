@@ -288,12 +288,13 @@ class Agent:
         retries: int | None = None,
         sequential: bool = False,
         prepare: Callable[..., Any] | None = None,
+        args_validator: Callable[..., Any] | None = None,
     ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
     def tool(self, fn: Callable[..., Any] | None = None, /, **kwargs: Any) -> Any:
         """Add a function taking the run's context (``ctx: RunContext``) as a tool of this
         agent, as pydantic-ai's ``@agent.tool``: ``@agent.tool`` or ``@agent.tool(name=...,
-        description=..., timeout_s=..., retries=..., sequential=...)`` (``@tool``'s
-        arguments). Returns the ``FunctionTool``. A function without the context is refused
+        description=..., timeout_s=..., retries=..., sequential=..., prepare=...,
+        args_validator=...)`` (``@tool``'s arguments). Returns the ``FunctionTool``. A function without the context is refused
         (``tool_plain`` adds it), and so is a tool name the agent has."""
         return self._decorate(fn, takes_ctx=True, **kwargs)
 
@@ -310,6 +311,7 @@ class Agent:
         retries: int | None = None,
         sequential: bool = False,
         prepare: Callable[..., Any] | None = None,
+        args_validator: Callable[..., Any] | None = None,
     ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
     def tool_plain(self, fn: Callable[..., Any] | None = None, /, **kwargs: Any) -> Any:
         """``tool`` for a function that does not take the run's context (pydantic-ai's

@@ -68,7 +68,7 @@ def reserve_model_call(info: RunInfo, tree: RunTree) -> int | None:
         _check_model_budget(target)
         for name, used in _token_counts(target.usage).items():
             limit = getattr(target.limits, name)
-            if limit is not None and name != "max_input_tokens":  # the output is what it bounds
+            if limit is not None and name in _OUTPUT_BOUNDS:  # the output is what it bounds
                 left = limit - used
                 tokens_left = left if tokens_left is None else min(tokens_left, left)
     for target in chain:
@@ -87,16 +87,26 @@ def model_call_left(info: RunInfo, tree: RunTree) -> bool:
     return True
 
 
-def check_token_budget(info: RunInfo, tree: RunTree, *, streaming: Usage | None = None) -> None:
+def check_token_budget(
+    info: RunInfo,
+    tree: RunTree,
+    *,
+    streaming: Usage | None = None,
+    response: Usage | None = None,
+) -> None:
     """After a call was counted: raise if the run or an ancestor has used more tokens than
-    its ``max_tokens``, ``max_input_tokens`` or ``max_output_tokens`` (using all of one exactly
-    is allowed; the next call is then refused).
+    its ``max_tokens``, ``max_input_tokens`` or ``max_output_tokens``, or more than its
+    ``max_cost`` (using all of one exactly is allowed; the next call is then refused).
 
     ``streaming``: what the response being streamed has used so far (not counted yet), added
     to what each run has used; on the chunk that takes one past a budget, it is counted (the
-    provider spent it) and the stream is stopped by the raise."""
+    provider spent it) and the stream is stopped by the raise. ``response``: the usage of
+    the response just counted. Either is also held to each run's
+    ``max_input_tokens_per_request``: that request's input alone."""
     extra = _token_counts(streaming) if streaming is not None else None
-    for target in _root_first(info, tree):
+    this = streaming if streaming is not None else response
+    chain = _root_first(info, tree)
+    for target in chain:
         for name, used in _token_counts(target.usage).items():
             limit = getattr(target.limits, name)
             if extra is not None:
@@ -105,6 +115,16 @@ def check_token_budget(info: RunInfo, tree: RunTree, *, streaming: Usage | None 
                 if streaming is not None:
                     record_model_usage(info, tree, streaming)
                 raise RunLimitExceeded(name, used, limit, run_id=target.run_id)
+    if this is None:
+        return
+    for target in chain:
+        cap = target.limits.max_input_tokens_per_request
+        if cap is not None and this.input_tokens > cap:
+            if streaming is not None:
+                record_model_usage(info, tree, streaming)
+            raise RunLimitExceeded(
+                "max_input_tokens_per_request", this.input_tokens, cap, run_id=target.run_id
+            )
 
 
 def _root_first(info: RunInfo, tree: RunTree) -> tuple[RunInfo, ...]:
@@ -115,12 +135,17 @@ def _root_first(info: RunInfo, tree: RunTree) -> tuple[RunInfo, ...]:
     return (*reversed(tree.ancestors(info.run_id)), info)
 
 
-def _token_counts(usage: RunUsage | Usage) -> dict[str, int]:
-    """What each token limit counts (of a run's usage, or of one response's)."""
+#: The limits that bound what a response may write (sent as a request's ``max_tokens``).
+_OUTPUT_BOUNDS = frozenset({"max_tokens", "max_output_tokens"})
+
+
+def _token_counts(usage: RunUsage | Usage) -> dict[str, float]:
+    """What each cumulative usage limit counts (of a run's usage, or of one response's)."""
     return {
         "max_tokens": usage.total_tokens,
         "max_input_tokens": usage.input_tokens,
         "max_output_tokens": usage.output_tokens,
+        "max_cost": usage.cost or 0.0,  # a response of unknown price counts nothing
     }
 
 

@@ -1352,7 +1352,7 @@ class AgentRun(RunDriver):
         )
         # Past the budget anyway (the prompt counts too): the answer is kept as the run's
         # output, but the run ends limit_exceeded, not completed, and runs none of its tools.
-        check_token_budget(self.info, tree)
+        check_token_budget(self.info, tree, response=response.usage)
         _refuse_cut_off_calls(response, request)
         return response, rid
 

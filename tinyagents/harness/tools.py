@@ -195,6 +195,24 @@ def check_prepare(what: str, prepare: object, given: str) -> None:
         )
 
 
+def _check_args_validator(name: str, validator: object) -> None:
+    """Refuse an ``args_validator`` that cannot be called ``(ctx, **arguments)``, with its
+    tool rather than at its first call."""
+    if validator is None:
+        return
+    try:
+        params = list(inspect.signature(validator).parameters.values())  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        params = None
+    if params is None or not any(
+        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params
+    ):
+        raise ConfigurationError(
+            f"tool {name!r}: args_validator must be a function (ctx, **arguments) that raises "
+            f"ModelRetry or ToolFailed to refuse a call's arguments, got {kind_of(validator)}"
+        )
+
+
 def check_prepared(name: str, prepared: object) -> ToolSpec | None:
     """What a tool's ``prepare`` returned, checked: None, or a ``ToolSpec`` of the tool's
     own name (a prepare may hide or describe its tool, never offer another: steering's
@@ -307,6 +325,7 @@ class FunctionTool(Tool):
         retries: int | None = None,
         sequential: bool = False,
         prepare: Callable[..., Any] | None = None,
+        args_validator: Callable[..., Any] | None = None,
     ) -> None:
         # name="" is refused, not replaced by the function's name; and checked before the
         # signature is read (a NUL in it was pydantic's ValueError naming the arguments model)
@@ -318,8 +337,13 @@ class FunctionTool(Tool):
                 f"tool {tool_name!r} is an async generator function: a tool returns its "
                 "result; collect the items and return them (a list)"
             )
+        _check_args_validator(tool_name, args_validator)
         summary, param_docs = read_docstring(fn)
         self.fn = fn
+        #: pydantic-ai's ``args_validator``: ``(ctx, **arguments)``, sync or async, called
+        #: with the call's validated arguments before the tool runs; it raises ``ModelRetry``
+        #: or ``ToolFailed`` to refuse them, as the tool itself would
+        self.args_validator = args_validator
         self.is_async = _is_async_callable(fn)
         self._args_model, self._params, self.takes_ctx = _arguments_model(fn, tool_name, param_docs)
         self._model_arg = _model_argument(self._params)
@@ -341,7 +365,10 @@ class FunctionTool(Tool):
         )
 
     async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
-        call_args, call_kwargs = self._bind(args, ctx)
+        values = self._validated(args)
+        if self.args_validator is not None:
+            await self._check_arguments(self.args_validator, values, ctx)
+        call_args, call_kwargs = self._bind(values, ctx)
         if self.is_async:
             value = await self.fn(*call_args, **call_kwargs)
         else:
@@ -357,8 +384,23 @@ class FunctionTool(Tool):
             value = await value
         return value
 
-    def _bind(self, args: dict[str, Any], ctx: Any) -> tuple[list[Any], dict[str, Any]]:
-        values = self._validated(args)
+    async def _check_arguments(
+        self, validator: Callable[..., Any], values: dict[str, Any], ctx: Any
+    ) -> None:
+        """Call the tool's ``args_validator`` with the context and the validated arguments
+        by their parameters' names (pydantic-ai's ``args_validator_func(ctx, **args)``); a
+        sync one in a thread of its own, as a sync tool is run."""
+        named = {p.name: values[n] for n, p in self._params if n != CTX_PARAM}
+        if _is_async_callable(validator):
+            checked = validator(ctx, **named)
+        else:
+            checked = await in_own_thread(
+                _run_sync, self.name, validator, [ctx], named, name=f"tool {self.name} validator"
+            )
+        if inspect.isawaitable(checked):
+            await checked
+
+    def _bind(self, values: dict[str, Any], ctx: Any) -> tuple[list[Any], dict[str, Any]]:
         positional: list[Any] = []
         keyword: dict[str, Any] = {}
         for field_name, param in self._params:
@@ -532,6 +574,7 @@ def tool(
     retries: int | None = None,
     sequential: bool = False,
     prepare: Callable[..., Any] | None = None,
+    args_validator: Callable[..., Any] | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -543,11 +586,15 @@ def tool(
     retries: int | None = None,
     sequential: bool = False,
     prepare: Callable[..., Any] | None = None,
+    args_validator: Callable[..., Any] | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a ``Tool`` from a function: ``@tool`` or ``@tool(name=..., timeout_s=...,
-    retries=..., sequential=..., prepare=...)`` (``sequential`` as pydantic-ai's: the tool
-    runs alone, as every tool's call does here, marked or not; ``prepare`` as pydantic-ai's,
-    see ``Tool``).
+    retries=..., sequential=..., prepare=..., args_validator=...)`` (``sequential`` as
+    pydantic-ai's: the tool runs alone, as every tool's call does here, marked or not;
+    ``prepare`` as pydantic-ai's, see ``Tool``; ``args_validator`` as pydantic-ai's:
+    ``(ctx, **arguments)``, sync or async, called with the call's validated arguments
+    before the tool runs, raising ``ModelRetry`` or ``ToolFailed`` to refuse them, as the
+    tool would).
 
     A parameter named ``ctx`` (or of any name, annotated ``RunContext`` or ``RunContext | None``)
     is not offered to the model; it receives the run context.
@@ -562,6 +609,7 @@ def tool(
             retries=retries,
             sequential=sequential,
             prepare=prepare,
+            args_validator=args_validator,
         )
 
     return build(fn) if fn is not None else build

@@ -129,6 +129,7 @@ class FunctionToolset(Toolset):
         timeout_s: float | None = None,
         retries: int | None = None,
         prepare: Callable[..., Any] | None = None,
+        args_validator: Callable[..., Any] | None = None,
     ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
     def tool(
         self,
@@ -140,6 +141,7 @@ class FunctionToolset(Toolset):
         timeout_s: float | None = None,
         retries: int | None = None,
         prepare: Callable[..., Any] | None = None,
+        args_validator: Callable[..., Any] | None = None,
     ) -> Any:
         """Add a function taking the run's context as a tool, as pydantic-ai's
         ``@toolset.tool``: ``@toolset.tool`` or ``@toolset.tool(name=..., ...)`` (``@tool``'s
@@ -151,6 +153,7 @@ class FunctionToolset(Toolset):
             "timeout_s": timeout_s,
             "retries": retries,
             "prepare": prepare,
+            "args_validator": args_validator,
         }
         return tool_decorator(fn, self.add_tool, takes_ctx=True, **kw)
 
@@ -166,6 +169,7 @@ class FunctionToolset(Toolset):
         timeout_s: float | None = None,
         retries: int | None = None,
         prepare: Callable[..., Any] | None = None,
+        args_validator: Callable[..., Any] | None = None,
     ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
     def tool_plain(
         self,
@@ -177,6 +181,7 @@ class FunctionToolset(Toolset):
         timeout_s: float | None = None,
         retries: int | None = None,
         prepare: Callable[..., Any] | None = None,
+        args_validator: Callable[..., Any] | None = None,
     ) -> Any:
         """``tool`` for a function that does not take the run's context (pydantic-ai's
         ``@toolset.tool_plain``); one that does is refused."""
@@ -186,6 +191,7 @@ class FunctionToolset(Toolset):
             "timeout_s": timeout_s,
             "retries": retries,
             "prepare": prepare,
+            "args_validator": args_validator,
         }
         return tool_decorator(fn, self.add_tool, takes_ctx=False, **kw)
 

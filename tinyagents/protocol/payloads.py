@@ -133,6 +133,8 @@ class BudgetPayload(_Payload):
     max_tokens: int | None = Field(default=None, gt=0, strict=True)
     max_input_tokens: int | None = Field(default=None, gt=0, strict=True)
     max_output_tokens: int | None = Field(default=None, gt=0, strict=True)
+    max_input_tokens_per_request: int | None = Field(default=None, gt=0, strict=True)
+    max_cost: float | None = Field(default=None, gt=0, strict=True)
     deadline_s: float | None = Field(default=None, gt=0, strict=True)
 
     @field_validator("*", mode="before")

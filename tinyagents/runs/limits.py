@@ -21,6 +21,8 @@ BUDGET_FIELDS = (
     "max_tokens",
     "max_input_tokens",
     "max_output_tokens",
+    "max_input_tokens_per_request",
+    "max_cost",
     "deadline_s",
 )
 
@@ -75,6 +77,12 @@ class RunLimits(BaseModel):
     # output_tokens_limit; max_tokens bounds their sum
     max_input_tokens: int | None = Field(default=None, gt=0, strict=True)
     max_output_tokens: int | None = Field(default=None, gt=0, strict=True)
+    # pydantic-ai's per_request_input_tokens_limit: one request's input (its context), not
+    # the run's; checked against what the provider reported for it, as pydantic-ai's is
+    max_input_tokens_per_request: int | None = Field(default=None, gt=0, strict=True)
+    # pydantic-ai's cost_limit: USD, as the models' usage prices it (a response of unknown
+    # price counts 0)
+    max_cost: float | None = Field(default=None, gt=0, strict=True, allow_inf_nan=False)
     deadline_s: float | None = Field(default=None, gt=0, strict=True, allow_inf_nan=False)
     max_depth: int = Field(default=8, ge=0, strict=True)
     tool_timeout_s: float | None = Field(default=300, gt=0, strict=True, allow_inf_nan=False)
@@ -86,6 +94,7 @@ class RunLimits(BaseModel):
         "max_tokens",
         "max_input_tokens",
         "max_output_tokens",
+        "max_input_tokens_per_request",
         "max_depth",
     )
     @classmethod
@@ -163,6 +172,9 @@ class RunUsage(Record):
             "max_tokens": _left(limits.max_tokens, self.total_tokens),
             "max_input_tokens": _left(limits.max_input_tokens, self.input_tokens),
             "max_output_tokens": _left(limits.max_output_tokens, self.output_tokens),
+            # each request is bounded alone: what a child may send is the cap itself
+            "max_input_tokens_per_request": limits.max_input_tokens_per_request,
+            "max_cost": None if limits.max_cost is None else max(limits.max_cost - self.cost, 0.0),
             "deadline_s": None
             if limits.deadline_s is None
             else max(limits.deadline_s - elapsed, 0.0),

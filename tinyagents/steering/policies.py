@@ -243,6 +243,8 @@ def _used(ctx: PolicyContext) -> dict[str, float]:
         "max_tokens": usage.total_tokens,
         "max_input_tokens": usage.input_tokens,
         "max_output_tokens": usage.output_tokens,
+        "max_input_tokens_per_request": 0,  # each request alone: the cap is the ceiling
+        "max_cost": usage.cost,
         "deadline_s": elapsed,
     }
 
