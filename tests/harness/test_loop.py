@@ -1127,7 +1127,9 @@ async def test_update_budget_can_take_every_further_tool_call_away(
     }
     assert result.status is RunStatus.LIMIT_EXCEEDED and "max_tool_calls" in (result.error or "")
     assert result.usage["tool_calls"] == 0
-    with pytest.raises(TypeError, match=r"limits it can change are deadline_s, max_cost, max_input_tok"):
+    with pytest.raises(
+        TypeError, match=r"limits it can change are deadline_s, max_cost, max_input_tok"
+    ):
         await handle.update_budget(max_depth=2)
 
 
