@@ -16,7 +16,7 @@ import re
 from collections.abc import Sized
 from typing import Any
 
-from tinyagents.protocol.commands import ReadOnlyDict, ReadOnlyList
+from tinyagents.protocol.commands import INT_BOUND, ReadOnlyDict, ReadOnlyList
 
 DEFAULT_SECRET_KEYS = frozenset(
     {
@@ -96,7 +96,8 @@ def summarize(
     secret's name first), containers nested deeper than
     ``MAX_SUMMARY_DEPTH`` levels shown as a marker (saying how many items it held), and at
     most ``MAX_SUMMARY_ITEMS`` items kept in all (a marker says how many a cut container
-    held). ``read_only``: its dicts and lists are ``ReadOnlyDict``/``ReadOnlyList``, for a
+    held). An integer (or an integer key) past ``MAX_INT_DIGITS`` digits, which no JSON
+    reader takes back, is named by its size. ``read_only``: its dicts and lists are ``ReadOnlyDict``/``ReadOnlyList``, for a
     summary that several events share; then a value that is read-only already (a command's
     payload) and that the summary would keep as it is (``_kept_whole``) is its own summary,
     not copied: it cannot change, and every steering command's events take one."""
@@ -182,7 +183,7 @@ def _summary(
                 out[MORE_KEY] = _held(len(value), "entry", "entries")
                 break
             left[0] -= 1
-            key = k if type(k) is str else str(k)
+            key = k if type(k) is str else _key_text(k)
             if len(key) > max_chars:  # cut as a value is, its whole read for a secret's name
                 secret = _secret_name(key, secret_keys)
                 key = f"{key[:max_chars]}… ({len(key)} chars)"
@@ -206,9 +207,27 @@ def _summary(
             left[0] -= 1
             kept.append(_summary(v, max_chars, secret_keys, level + 1, left, frozen))
         return ReadOnlyList(kept) if frozen else kept
-    if value is None or isinstance(value, (bool, int, float)):
+    if value is None or isinstance(value, (bool, float)):
         return value
+    if isinstance(value, int):
+        # past MAX_INT_DIGITS no JSON reader takes it back: the event holding it was lost
+        return value if -INT_BOUND < value < INT_BOUND else _int_named(value)
     return _summary(repr(value), max_chars, secret_keys, level, left, frozen)
+
+
+def _key_text(key: Any) -> str:
+    """A dict key that is no ``str`` as a summary shows it (and reads it for a secret's
+    name): its ``str``, but an integer too long to print (or to read back as JSON) is named
+    by its size (``str`` raised ``ValueError`` past 4,300 digits)."""
+    if isinstance(key, int) and not -INT_BOUND < key < INT_BOUND:
+        return _int_named(key)
+    return str(key)
+
+
+def _int_named(value: int) -> str:
+    """An integer too long to show, named by its size (``bit_length`` never prints it)."""
+    sign = "a negative integer" if value < 0 else "an integer"
+    return f"{sign} of about {int(value.bit_length() * 0.30103):,} digits"
 
 
 #: The read-only summary of an empty payload, one for all.
@@ -240,7 +259,9 @@ def _masked(value: Any, secret_keys: frozenset[str], level: int) -> Any:
         return _too_deep(value, MAX_MASK_DEPTH)
     if isinstance(value, dict):
         return {
-            k: MASK if _secret_name(str(k), secret_keys) else _masked(v, secret_keys, level + 1)
+            k: MASK
+            if _secret_name(k if type(k) is str else _key_text(k), secret_keys)
+            else _masked(v, secret_keys, level + 1)
             for k, v in value.items()
         }
     return [_masked(v, secret_keys, level + 1) for v in value]

@@ -65,6 +65,15 @@ def parse_arguments(call_id: str, name: str, arguments: str | None) -> ToolCall:
             name=name,
             parse_error=f"arguments are not valid JSON ({exc}): {_quoted(text)}",
         )
+    except ValueError:
+        # no JSONDecodeError: a number of more digits than Python reads (4,300), which failed
+        # the run; the model wrote it, so it is the model's to correct
+        return ToolCall(
+            id=call_id,
+            name=name,
+            parse_error="arguments hold a number of more digits than JSON readers take "
+            f"(give it as text): {_quoted(text)}",
+        )
     except RecursionError:
         # no JSONDecodeError: nested deeper than the reader goes (a model looping on "["),
         # which failed the run; it is the model's to correct, like any unreadable arguments

@@ -1,0 +1,150 @@
+"""A hostile or careless user's fifteenth round: whole numbers past what Python prints or
+JSON readers take, in an event summary's keys and values, ``mask``'s keys and a model's tool
+arguments.
+
+Each test is a probe that found something (named in its docstring) or holds a decision down.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tinyagents import Agent, Runtime, tool
+from tinyagents.events import MASK, mask, summarize
+from tinyagents.harness import Model, ModelRequest, ModelResponse, ToolCall
+from tinyagents.harness.model import parse_arguments
+from tinyagents.store import SqliteStore
+
+#: A whole number Python neither prints nor reads as JSON (past 4,300 digits).
+HUGE = 10**5000
+
+
+# -- whole numbers past what Python prints -----------------------------------------------------
+
+
+def test_a_summary_whose_key_is_a_huge_integer_names_its_size() -> None:
+    """Found: ``summarize({10**5000: 1})`` raised a bare ``ValueError`` (Python prints no
+    integer past 4,300 digits, and a summary's keys are text): a tool call whose arguments
+    held such a key failed its run on the ``tool.call`` event. The key is now named by its
+    size, as a long text key is cut saying how long it was."""
+    summary = summarize({HUGE: 1, -HUGE: 2, 7: "seven"})
+    assert summary == {
+        "an integer of about 5,000 digits": 1,
+        "a negative integer of about 5,000 digits": 2,
+        "7": "seven",
+    }
+    json.loads(json.dumps(summary))
+
+
+def test_a_summary_of_a_huge_integer_value_is_text_a_reader_takes() -> None:
+    """Found: ``summarize`` kept an integer of 5,000 digits as it was: the event holding it
+    was written to the store's log (pydantic writes it) but no reader takes it back (Python's
+    and pydantic's refuse past 4,300 digits), so the event was lost, left out of every
+    read. A summary is JSON-safe: such an integer is named by its size."""
+    summary = summarize({"n": HUGE, "m": [-HUGE], "k": 10**300})
+    assert summary == {
+        "n": "an integer of about 5,000 digits",
+        "m": ["a negative integer of about 5,000 digits"],
+        "k": 10**300,
+    }
+    assert json.loads(json.dumps(summary)) == summary
+    frozen = summarize({"n": HUGE}, read_only=True)
+    assert frozen == {"n": "an integer of about 5,000 digits"}
+
+
+def test_mask_of_a_huge_integer_key_keeps_it_and_masks_secrets_beside_it() -> None:
+    """Found: ``mask({10**5000: 1})`` raised a bare ``ValueError`` reading the key as text
+    for a secret's name. An integer names no secret: the key is kept as it is (``mask``
+    shortens nothing), secrets beside it are masked."""
+    masked = mask({HUGE: 1, "api_key": "sk-1", "inner": {HUGE: {"password": "p"}}})
+    assert masked == {HUGE: 1, "api_key": MASK, "inner": {HUGE: {"password": MASK}}}
+
+
+# -- a model's tool arguments holding a huge integer ------------------------------------------
+
+
+def test_tool_arguments_holding_a_huge_integer_are_a_parse_error_for_the_model() -> None:
+    """Found: ``parse_arguments`` let a bare ``ValueError`` out of ``json.loads`` for a
+    number of 5,000 digits (it is no ``JSONDecodeError``): a provider's tool call holding one
+    failed the run. It is the model's to correct, as any arguments that do not read."""
+    call = parse_arguments("c1", "measure", '{"n": ' + "1" * 5000 + "}")
+    assert call.args == {}
+    assert call.parse_error is not None
+    assert "digits" in call.parse_error
+    assert len(call.parse_error) < 1000
+
+
+class _HugeArgs(Model):
+    """Calls ``measure`` once with ``args`` (a dict or a provider's JSON text), then answers."""
+
+    def __init__(self, args: Any) -> None:
+        self.args = args
+        self.requests: list[ModelRequest] = []
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        if len(self.requests) == 1:
+            return ModelResponse(tool_calls=[ToolCall(id="c1", name="measure", args=self.args)])
+        return ModelResponse(text="done")
+
+
+@tool(name="measure")
+def measure(n: Any = None) -> str:
+    """Measure."""
+    return "measured"
+
+
+@pytest.mark.parametrize(
+    "args",
+    ['{"n": ' + "1" * 5000 + "}", {"n": {HUGE: 1}}, {"n": 1, HUGE: 2}],
+    ids=["text", "nested-key", "key"],
+)
+async def test_a_tool_call_holding_a_huge_integer_does_not_fail_the_run(
+    tmp_path: Path, args: Any
+) -> None:
+    """Found: a tool call whose arguments held an integer of 5,000 digits (as the provider's
+    JSON text, or as a key of the dict a custom model gives) failed its run with a bare
+    ``ValueError``, from reading the text or from the ``tool.call`` event's summary. Now the
+    run goes on: text that does not read goes back to the model as a parse error, and the
+    event names the key by its size; every event reads back from the store."""
+    store = SqliteStore(tmp_path / "s.db")
+    model = _HugeArgs(args)
+    async with Runtime(store=store) as rt:
+        handle = await rt.start(Agent("a", model, tools=[measure]), "go")
+        result = await handle.result()
+        assert result.status == "completed", result.error
+        assert result.output == "done"
+    store = SqliteStore(tmp_path / "s.db")
+    await store.open()
+    try:
+        rows = await store.read_events(run_id=handle.run_id)
+        assert [event.type for _, event in rows].count("tool.call") == 1
+        assert [id for id, _ in rows] == list(range(rows[0][0], rows[0][0] + len(rows)))
+    finally:
+        await store.close()
+
+
+async def test_a_tool_call_whose_argument_is_a_huge_integer_keeps_its_event(
+    tmp_path: Path,
+) -> None:
+    """Found: a custom model's tool call whose argument was an integer of 5,000 digits ran,
+    but its ``tool.call`` event was written to the store's log as JSON no reader takes back
+    and was left out of every read ("does not read as an event"). The summary now names the
+    integer by its size, and the event reads back."""
+    store = SqliteStore(tmp_path / "s.db")
+    async with Runtime(store=store) as rt:
+        handle = await rt.start(Agent("a", _HugeArgs({"n": HUGE}), tools=[measure]), "go")
+        assert (await handle.result()).status == "completed"
+    store = SqliteStore(tmp_path / "s.db")
+    await store.open()
+    try:
+        rows = await store.read_events(run_id=handle.run_id)
+        calls = [event for _, event in rows if event.type == "tool.call"]
+        assert len(calls) == 1
+        assert calls[0].args_summary == {"n": "an integer of about 5,000 digits"}
+    finally:
+        await store.close()
