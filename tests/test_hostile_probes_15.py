@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 
 from tinyagents import Agent, Runtime, tool
+from tinyagents.errors import ArgumentError
 from tinyagents.events import MASK, mask, summarize
+from tinyagents.graph import START, StateGraph
 from tinyagents.harness import Model, ModelRequest, ModelResponse, ToolCall
 from tinyagents.harness.model import parse_arguments
 from tinyagents.store import SqliteStore
+from tinyagents.store.checkpoint import SqliteCheckpointer
 
 #: A whole number Python neither prints nor reads as JSON (past 4,300 digits).
 HUGE = 10**5000
@@ -148,3 +151,50 @@ async def test_a_tool_call_whose_argument_is_a_huge_integer_keeps_its_event(
         assert calls[0].args_summary == {"n": "an integer of about 5,000 digits"}
     finally:
         await store.close()
+
+
+# -- a checkpoint id that is no text ----------------------------------------------------------
+
+
+class _Count(TypedDict):
+    n: int
+
+
+def _bump(state: _Count) -> dict[str, int]:
+    return {"n": state["n"] + 1}
+
+
+@pytest.mark.parametrize("checkpoint_id", [5, b"ck", ["ck"]], ids=["int", "bytes", "list"])
+async def test_a_checkpoint_id_that_is_no_text_is_an_argument_error(
+    tmp_path: Path, checkpoint_id: Any
+) -> None:
+    """Found: ``get_state(thread_id, 5)``, ``run(None, thread_id=..., checkpoint_id=5)``,
+    ``fork(thread_id, 5)`` and ``update_state(..., checkpoint_id=5)`` on a SQLite
+    checkpointer raised a bare ``AttributeError`` (``'int' object has no attribute
+    'isascii'``), as did the checkpointer's own reads given such a key. Now an
+    ``ArgumentError`` saying a checkpoint id is text, and the thread is as it was."""
+    cp = SqliteCheckpointer(tmp_path / "c.db")
+    graph = (
+        StateGraph(_Count).add_node("bump", _bump).add_edge(START, "bump").compile(checkpointer=cp)
+    )
+    await graph.run({"n": 1}, thread_id="t1")
+    before = await graph.history("t1")
+    calls = [
+        lambda: graph.get_state("t1", checkpoint_id),
+        lambda: graph.run(None, thread_id="t1", checkpoint_id=checkpoint_id),
+        lambda: graph.fork("t1", checkpoint_id),
+        lambda: graph.update_state("t1", {"n": 7}, checkpoint_id=checkpoint_id),
+    ]
+    for call in calls:
+        with pytest.raises(ArgumentError, match="checkpoint id"):
+            await call()
+    for read in (
+        lambda: cp.get("t1", checkpoint_id),
+        lambda: cp.chain("t1", "", checkpoint_id),
+        lambda: cp.latest(checkpoint_id),
+    ):
+        with pytest.raises(ArgumentError):
+            await read()
+    assert await graph.history("t1") == before
+    assert (await graph.get_state("t1")).values == {"n": 2}
+    await cp.aclose()

@@ -20,7 +20,7 @@ from pydantic_core import to_jsonable_python
 
 from tinyagents import _clock
 from tinyagents._record import Record
-from tinyagents.errors import GraphError, InvalidUpdateError, StoreError
+from tinyagents.errors import ArgumentError, GraphError, InvalidUpdateError, StoreError
 from tinyagents.events.models import jsonable_keys_kept
 from tinyagents.graph.interrupts import Interrupt
 from tinyagents.graph.reducers import (
@@ -481,7 +481,14 @@ async def load_head(
     ns: str = "",
     checkpoint_id: str | None = None,
 ) -> Head | None:
-    """Rebuild a namespace's state at ``checkpoint_id`` (default: head); ``None`` if absent."""
+    """Rebuild a namespace's state at ``checkpoint_id`` (default: head); ``None`` if absent.
+    A ``checkpoint_id`` that is no text is an ``ArgumentError`` (``get_state``, ``run``,
+    ``fork`` and ``update_state`` are given it by their caller)."""
+    if checkpoint_id is not None and not isinstance(checkpoint_id, str):
+        raise ArgumentError(
+            "a checkpoint id is text (a CheckpointInfo.checkpoint_id from history(), or a "
+            f"StateSnapshot's), got {type(checkpoint_id).__name__}"
+        )
     chain = await checkpointer.chain(thread_id, ns, checkpoint_id)
     if not chain:
         return None

@@ -225,10 +225,16 @@ def unheld_key(*keys: str | None, nul: bool) -> bool:
     """Whether a key a read is given (a thread id, namespace, checkpoint or frontier id) holds
     what the backend's text cannot (a lone surrogate; with ``nul``, NUL too), so that no row can
     have it: the read finds nothing, as the memory checkpointer's does, where the database
-    failed it with a ``StoreError``."""
+    failed it with a ``StoreError``. A key that is no text is an ``ArgumentError`` (it was
+    an ``AttributeError`` from here)."""
     for key in keys:
         if key is None:
             continue
+        if not isinstance(key, str):
+            raise ArgumentError(
+                "a checkpoint key (thread id, namespace, checkpoint or frontier id) is text, "
+                f"got {type(key).__name__}"
+            )
         if nul and "\x00" in key:
             return True
         if not key.isascii():
