@@ -7,6 +7,7 @@ Each test is a probe that found something (named in its docstring) or holds a de
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any, TypedDict
@@ -198,3 +199,43 @@ async def test_a_checkpoint_id_that_is_no_text_is_an_argument_error(
     assert await graph.history("t1") == before
     assert (await graph.get_state("t1")).values == {"n": 2}
     await cp.aclose()
+
+
+# -- an OpenTelemetry attribute past 64 bits --------------------------------------------------
+
+
+async def test_an_integer_past_64_bits_is_a_trace_attribute_as_text() -> None:
+    """Found: the OpenTelemetry sink put an event's integers on the span as they were, and an
+    OTel attribute's integer is 64-bit (the OTLP exporter fails to encode a larger one, logs
+    and drops the attribute): a budget of ``2**70`` tokens was lost from the trace of its
+    ``steering.*`` events. An integer outside 64 bits is now its decimal text; one within
+    them stays a number."""
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tinyagents.events.otel import OTelSink
+    from tinyagents.testkit import FunctionModel
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    asked, go_on = asyncio.Event(), asyncio.Event()
+
+    async def answer(request: Any) -> str:
+        asked.set()
+        await go_on.wait()
+        return "done"
+
+    async with Runtime(sinks=[OTelSink(tracer_provider=provider)]) as rt:
+        handle = await rt.start(Agent("a", FunctionModel(answer)), "go")
+        await asked.wait()
+        await handle.update_budget(max_tokens=2**70, max_model_calls=2**63 - 1)
+        go_on.set()
+        assert (await handle.result()).status == "completed"
+    [span] = [s for s in exporter.get_finished_spans() if s.name == "run a"]
+    [requested] = [e for e in span.events if e.name == "steering.requested"]
+    attributes = dict(requested.attributes or {})
+    assert attributes["payload_summary.max_tokens"] == str(2**70)
+    assert attributes["payload_summary.max_model_calls"] == 2**63 - 1

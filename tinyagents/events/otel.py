@@ -70,10 +70,21 @@ def _text(value: str) -> str:
     return value if value.isascii() else surrogates_escaped(value)
 
 
+#: The range of an OTel attribute's integer (signed 64-bit, as OTLP's ``int_value``).
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _past_int64(values: list[Any]) -> bool:
+    """Whether a list of one scalar type holds an integer outside 64 bits."""
+    return type(values[0]) is int and not all(_INT64_MIN <= v <= _INT64_MAX for v in values)
+
+
 def _attributes(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """An event's dumped fields as OpenTelemetry attributes: scalars as they are, nested
     mappings with dotted keys, lists of scalars as sequences, anything else as JSON text
-    (a lone surrogate in a key or a string: its escape, ``_text``)."""
+    (a lone surrogate in a key or a string: its escape, ``_text``). An integer outside 64
+    bits is its decimal text: an OTel attribute's integer is 64-bit, and the OTLP exporter
+    dropped a larger one (logging that it could not encode it)."""
     out: dict[str, Any] = {}
     for key, value in data.items():
         name = f"{prefix}{_text(str(key))}"
@@ -81,10 +92,12 @@ def _attributes(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
             out.update(_attributes(value, f"{name}."))
         elif isinstance(value, str):
             out[name] = _text(value)
-        elif isinstance(value, (bool, int, float)):
+        elif isinstance(value, (bool, float)):
             out[name] = value
+        elif isinstance(value, int):
+            out[name] = value if _INT64_MIN <= value <= _INT64_MAX else str(value)
         elif isinstance(value, list) and all(isinstance(v, (str, bool, int, float)) for v in value):
-            if value and len({type(v) for v in value}) == 1:
+            if value and len({type(v) for v in value}) == 1 and not _past_int64(value):
                 out[name] = [_text(v) for v in value] if type(value[0]) is str else value
             elif value:
                 out[name] = [_text(str(v)) for v in value]
