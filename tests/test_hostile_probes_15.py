@@ -15,7 +15,7 @@ from typing import Any, TypedDict
 import pytest
 
 from tinyagents import Agent, Runtime, tool
-from tinyagents.errors import ArgumentError
+from tinyagents.errors import ArgumentError, InvalidIdError
 from tinyagents.events import MASK, mask, summarize
 from tinyagents.graph import START, StateGraph
 from tinyagents.harness import Model, ModelRequest, ModelResponse, ToolCall
@@ -239,3 +239,27 @@ async def test_an_integer_past_64_bits_is_a_trace_attribute_as_text() -> None:
     attributes = dict(requested.attributes or {})
     assert attributes["payload_summary.max_tokens"] == str(2**70)
     assert attributes["payload_summary.max_model_calls"] == 2**63 - 1
+
+
+# -- an id that is an integer Python does not print --------------------------------------------
+
+
+async def test_an_id_that_is_a_huge_integer_is_an_argument_error_naming_its_size(
+    tmp_path: Path,
+) -> None:
+    """Found: ``rt.forget(10**5000)``, ``graph.get_state(10**5000)`` and a store's lookups
+    given such an id raised a bare ``ValueError`` while quoting it in their
+    ``ArgumentError`` (``InvalidIdError`` for a thread id) (its ``repr`` raised past 4,300 digits). The error names its size."""
+    cp = SqliteCheckpointer(tmp_path / "c.db")
+    graph = (
+        StateGraph(_Count).add_node("bump", _bump).add_edge(START, "bump").compile(checkpointer=cp)
+    )
+    store = SqliteStore(tmp_path / "s.db")
+    async with Runtime(store=store) as rt:
+        with pytest.raises(ArgumentError, match="an integer of about 5,000 digits"):
+            rt.forget(HUGE)
+        with pytest.raises(InvalidIdError, match="an integer of about 5,000 digits"):
+            await graph.get_state(HUGE)
+        with pytest.raises(ArgumentError, match="an integer of about 5,000 digits"):
+            await store.load_run(HUGE)
+    await cp.aclose()

@@ -134,6 +134,18 @@ def shown_name(text: str) -> str:
     return text if text.isprintable() else repr(text)
 
 
+def shown_repr(value: object) -> str:
+    """``shown_id(repr(value))``, but an integer Python will not print (past 4,300 digits)
+    is named by its size: quoting it in an error raised a bare ``ValueError``."""
+    try:
+        text = repr(value)
+    except ValueError:
+        if not isinstance(value, int):
+            raise
+        return f"an integer of about {int(value.bit_length() * 0.30103):,} digits"
+    return shown_id(text)
+
+
 def shown_id(value: object) -> str:
     """``value`` as an error message quotes it: as it is, or cut to ``MAX_QUOTED_ID``
     characters, saying how long it was."""

@@ -13,7 +13,7 @@ from tinyagents import _clock
 from tinyagents._record import Record, record
 from tinyagents.errors import ArgumentError, InvalidIdError
 from tinyagents.events.models import E, SubAgentEvent
-from tinyagents.protocol.ids import MAX_ID_LENGTH, id_problem, shown_id
+from tinyagents.protocol.ids import MAX_ID_LENGTH, id_problem, shown_repr
 from tinyagents.runs.limits import RunLimits, RunUsage
 
 
@@ -59,7 +59,7 @@ def check_id(value: object, name: str, hint: str = "") -> str:
     fresh thread under a random id)."""
     if not isinstance(value, str) or not value.strip():
         raise InvalidIdError(
-            f"{name} must be a non-blank string, got {shown_id(repr(value))}{hint}", field=name
+            f"{name} must be a non-blank string, got {shown_repr(value)}{hint}", field=name
         )
     problem = id_problem(value)
     if problem is not None:
@@ -67,14 +67,14 @@ def check_id(value: object, name: str, hint: str = "") -> str:
         # id past its index's row limit)
         raise InvalidIdError(
             f"{name} must be text without NUL or other control characters, of at most "
-            f"{MAX_ID_LENGTH} characters; got {shown_id(repr(value))}: {problem}",
+            f"{MAX_ID_LENGTH} characters; got {shown_repr(value)}: {problem}",
             field=name,
         )
     if not value.isascii() and not _encodable(value):
         # a lone surrogate was a UnicodeEncodeError from one backend, a StoreError from another
         raise InvalidIdError(
             f"{name} must be text without NUL characters or lone surrogates, "
-            f"got {shown_id(repr(value))}",
+            f"got {shown_repr(value)}",
             field=name,
         )
     return value
@@ -89,7 +89,7 @@ def lookup_id(value: object, name: str = "run_id", what: str = "a run id") -> st
     stored with them (``id_problem(stored=True)``)."""
     if not isinstance(value, str):
         raise ArgumentError(
-            f"{name} is {what} (text), got {type(value).__name__} {shown_id(repr(value))}"
+            f"{name} is {what} (text), got {type(value).__name__} {shown_repr(value)}"
         )
     if id_problem(value, stored=True) is not None or not (value.isascii() or _encodable(value)):
         return None

@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from tinyagents.errors import ArgumentError
-from tinyagents.protocol.ids import shown_id
+from tinyagents.protocol.ids import shown_repr
 from tinyagents.protocol.text import storable
 
 #: The arguments each lookup takes as text (an id, a tenant, a prefix...).
@@ -119,12 +119,12 @@ def _checked_claim(method: Callable[..., Any]) -> Callable[..., Any]:
         if not isinstance(nonce, str) or not storable(nonce):
             raise ArgumentError(
                 "nonce is text without NUL characters or lone surrogates, got "
-                f"{type(nonce).__name__} {shown_id(repr(nonce))}"
+                f"{type(nonce).__name__} {shown_repr(nonce)}"
             )
         if not isinstance(expires_at, datetime):
             raise ArgumentError(
                 f"expires_at is a datetime, got {type(expires_at).__name__} "
-                f"{shown_id(repr(expires_at))}"
+                f"{shown_repr(expires_at)}"
             )
         return await method(self, nonce, expires_at=expires_at)
 
@@ -137,7 +137,7 @@ def _text(arg: str, value: object, optional: bool) -> bool:
     if not isinstance(value, str):
         raise ArgumentError(
             f"{arg} is text{' or None' if optional else ''}, got {type(value).__name__} "
-            f"{shown_id(repr(value))}"
+            f"{shown_repr(value)}"
         )
     return storable(value)
 
@@ -148,7 +148,7 @@ def _number(arg: str, value: object, optional: bool) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ArgumentError(
             f"{arg} is a whole number{' or None' if optional else ''}, got "
-            f"{type(value).__name__} {shown_id(repr(value))}"
+            f"{type(value).__name__} {shown_repr(value)}"
         )
 
 
@@ -162,7 +162,7 @@ def _run_key(value: object) -> bool:
     ):
         raise ArgumentError(
             "before is a run key (created_at as ISO text, run_id), as a listing's last run "
-            f"gives it, or None; got {type(value).__name__} {shown_id(repr(value))}"
+            f"gives it, or None; got {type(value).__name__} {shown_repr(value)}"
         )
     return all(storable(part) for part in value)
 
@@ -171,11 +171,11 @@ def _any_of(arg: str, value: object) -> list[str]:
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence | set | frozenset):
         raise ArgumentError(
             f"{arg} is a list of text (any of which a row may have), got "
-            f"{type(value).__name__} {shown_id(repr(value))}"
+            f"{type(value).__name__} {shown_repr(value)}"
         )
     for item in value:
         if not isinstance(item, str):
             raise ArgumentError(
-                f"{arg} is a list of text, holding {type(item).__name__} {shown_id(repr(item))}"
+                f"{arg} is a list of text, holding {type(item).__name__} {shown_repr(item)}"
             )
     return [item for item in value if storable(item)]
