@@ -1,8 +1,17 @@
 """A hostile or careless user's fifteenth round: whole numbers past what Python prints or
-JSON readers take, in an event summary's keys and values, ``mask``'s keys and a model's tool
-arguments.
+JSON readers take (an event summary's keys and values, ``mask``'s keys, a model's tool
+arguments, an id), past 64 bits in an OpenTelemetry attribute, and a checkpoint id that is
+no text.
 
 Each test is a probe that found something (named in its docstring) or holds a decision down.
+Probed and held (no test added): the graph thread API's other arguments (``history``'s
+``limit``/``before``/``filter``/``ns``, ``fork``'s ``new_thread_id``, ``update_state`` and
+``bulk_update_state`` given lists, strings, unknown nodes, huge integers), ``rt.forget`` of
+released, unknown and unheld ids and the handle's calls after it, a SQLite store file
+edited by hand (a parent cycle, a run its own parent, fields of the wrong types, an unknown
+status, a bad ``created_at``, an orphan root, damaged ``steering_log`` rows) read by
+``tinyagents inspect`` and ``runs list/show/tree/pause``, and the Redis control channel's
+envelope and reply parsing given nesting, huge numbers and no commands.
 """
 
 from __future__ import annotations
