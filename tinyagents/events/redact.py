@@ -93,11 +93,11 @@ def summarize(
 ) -> Any:
     """A JSON-safe copy of ``value`` with secret-named keys masked, strings and keys cut to
     ``max_chars`` (the cut says how long the original was; a key is read whole for a
-    secret's name first), containers nested deeper than
-    ``MAX_SUMMARY_DEPTH`` levels shown as a marker (saying how many items it held), and at
-    most ``MAX_SUMMARY_ITEMS`` items kept in all (a marker says how many a cut container
-    held). An integer (or an integer key) past ``MAX_INT_DIGITS`` digits, which no JSON
-    reader takes back, is named by its size. ``read_only``: its dicts and lists are ``ReadOnlyDict``/``ReadOnlyList``, for a
+    secret's name first), containers nested deeper than ``MAX_SUMMARY_DEPTH`` levels shown
+    as a marker (saying how many items it held), and at most ``MAX_SUMMARY_ITEMS`` items
+    kept in all (a marker says how many a cut container held). An integer (or an integer
+    key) past ``MAX_INT_DIGITS`` digits, which no JSON reader takes back, is named by its
+    size. ``read_only``: its dicts and lists are ``ReadOnlyDict``/``ReadOnlyList``, for a
     summary that several events share; then a value that is read-only already (a command's
     payload) and that the summary would keep as it is (``_kept_whole``) is its own summary,
     not copied: it cannot change, and every steering command's events take one."""
