@@ -368,3 +368,43 @@ async def test_a_close_lets_go_of_the_holds_of_the_runs_it_leaves_at_rest(store_
         assert await a.store.thread_holder("default", "t-rest") is not None
     async with Runtime(store_url, testing=True) as b:
         assert await b.store.thread_holder("default", "t-rest") is None
+
+
+async def test_a_second_graph_run_of_one_runtime_on_a_written_thread_is_thread_busy(
+    store_url: str,
+) -> None:
+    """Two graph runs of one runtime on one thread (graphs of no checkpointer, or of two):
+    the second is refused naming the first, as a graph run of another runtime is (one
+    writer of a graph thread), and leaves the first's hold in the store as it was (it took
+    the hold over, and deleted it as it ended, while the first still wrote). Once the first
+    ended, a graph run on the thread runs."""
+    gate = Gate("work")
+    async with Runtime(store_url, testing=True) as rt:
+        first = await rt.start_graph(_parked_graph(gate), {}, thread_id="t-g2")
+        await gate.entered.wait()
+        with pytest.raises(ThreadBusy) as busy:
+            await rt.start_graph(_parked_graph(Gate("other")), {}, thread_id="t-g2")
+        assert busy.value.thread_id == "t-g2" and busy.value.held_by == first.run_id
+        assert [h.run_id for h in rt.runs.handles() if h.info.thread_id] == [first.run_id]
+        held = await rt.store.thread_holder("default", "t-g2")
+        assert held is not None and held["run_id"] == first.run_id
+        gate.open()
+        assert (await first.result()).status is RunStatus.COMPLETED
+        assert await rt.store.thread_holder("default", "t-g2") is None
+        then = Gate("then")
+        then.open()
+        again = await rt.start_graph(_parked_graph(then), {}, thread_id="t-g2")
+        assert (await again.result()).status is RunStatus.COMPLETED
+
+
+async def test_a_second_graph_run_on_a_written_thread_is_thread_busy_in_memory() -> None:
+    """As with a durable store: the runtime's own registry refuses the second graph run."""
+    gate = Gate("work")
+    async with Runtime(testing=True) as rt:
+        first = await rt.start_graph(_parked_graph(gate), {}, thread_id="t-g3")
+        await gate.entered.wait()
+        with pytest.raises(ThreadBusy) as busy:
+            await rt.start_graph(_parked_graph(Gate("other")), {}, thread_id="t-g3")
+        assert busy.value.held_by == first.run_id
+        gate.open()
+        assert (await first.result()).status is RunStatus.COMPLETED

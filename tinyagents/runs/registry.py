@@ -69,6 +69,8 @@ class RunRegistry:
         self._held: dict[tuple[str, str], RunInfo] = {}
         #: Runs of a thread that took it and are not registered yet, by (tenant, thread).
         self._starting: dict[tuple[str, str], set[str]] = {}
+        #: The graph runs among them (a graph thread has one writer: ``take_thread``).
+        self._graphs_starting: dict[tuple[str, str], set[str]] = {}
         self._listeners: list[Callable[[RunHandle], None]] = []
         #: Unfinished runs per root (a dict of ids as a set: a dict of strings is not tracked
         #: by the cyclic collector, a set always is, and a runtime may hold thousands of
@@ -184,13 +186,20 @@ class RunRegistry:
         turn): it holds the thread itself, so ``ThreadBusy`` too if any other run of the thread
         has not finished, or is starting. Taken before the start awaits anything, so of two
         starts at once exactly one gets the thread; ``let_go_of_thread`` if the start fails.
-        ``started``: a registered run taking it again (reopened for another turn)."""
+        ``started``: a registered run taking it again (reopened for another turn). A graph
+        run (``kind="graph"``) is the single writer of its thread: ``ThreadBusy`` too if
+        another graph run of the thread has not finished, or is starting, as a graph run of
+        another runtime on a durable store is refused (``RunHost.hold_thread``)."""
         thread_id = info.thread_id
         assert thread_id is not None
         key = (info.tenant_id, thread_id)
         holder = self._held.get(key)
         if holder is not None and holder.run_id != info.run_id and not holder.status.finished:
             raise ThreadBusy(thread_id, held_by=holder.run_id)
+        if info.kind == "graph":
+            graph_writer = self._graph_writer(key, info.run_id)
+            if graph_writer is not None:
+                raise ThreadBusy(thread_id, held_by=graph_writer)
         starting = self._starting.get(key)
         if hold:
             if starting:
@@ -201,6 +210,8 @@ class RunRegistry:
             self._held[key] = info
         if not started:
             self._starting.setdefault(key, set()).add(info.run_id)
+            if info.kind == "graph":
+                self._graphs_starting.setdefault(key, set()).add(info.run_id)
 
     def let_go_of_thread(self, info: RunInfo) -> None:
         """The start of run ``info`` failed: what it took of its thread is free again."""
@@ -210,8 +221,32 @@ class RunRegistry:
         if holder is not None and holder.run_id == info.run_id:
             del self._held[key]
 
+    def _graph_writer(self, key: tuple[str, str], run_id: str) -> str | None:
+        """The id of a graph run other than ``run_id`` writing thread ``key`` (unfinished,
+        or starting), if any."""
+        starting = self._graphs_starting.get(key)
+        if starting:
+            others = starting - {run_id}
+            if others:
+                return min(others)
+        for handle in (self._open.get(key[1]) or {}).values():
+            info = handle.info
+            if (
+                info.kind == "graph"
+                and info.run_id != run_id
+                and info.tenant_id == key[0]
+                and not handle.status.finished
+            ):
+                return info.run_id
+        return None
+
     def _started(self, info: RunInfo) -> None:
         key = (info.tenant_id, info.thread_id or "")
+        graphs = self._graphs_starting.get(key)
+        if graphs is not None:
+            graphs.discard(info.run_id)
+            if not graphs:
+                del self._graphs_starting[key]
         starting = self._starting.get(key)
         if starting is not None:
             starting.discard(info.run_id)
