@@ -15,7 +15,7 @@ import pytest
 from graphkit import LogState
 
 from tinyagents.errors import ArgumentError, StoreError
-from tinyagents.graph import END, START, Command, StateGraph, interrupt
+from tinyagents.graph import END, START, Command, Send, StateGraph, TimeoutPolicy, interrupt
 from tinyagents.store.checkpoint import (
     Checkpointer,
     CheckpointRecord,
@@ -139,3 +139,72 @@ async def test_every_backend_refuses_to_save_a_pending_write_of_a_kind_no_checkp
     with pytest.raises(ArgumentError, match=r"task 'b'.*kind 'later'.*result"):
         await checkpointer.put_writes("t", "", "f0", later)
     assert [w.task_id for w in await checkpointer.get_writes("t", "", "f0")] == ["a"] * 6
+
+
+def _sent_with_timeout(cp: SqliteCheckpointer) -> Any:
+    """START sends ``ask`` a task with its own timeout; ``ask`` asks a question, so the
+    thread rests with that ``Send`` (and its timeout) in its head checkpoint's frontier. With
+    ``pair``: ``ask`` and ``go`` run in one step, ``go`` sending ``after`` a task with a
+    timeout from its result, a pending write while ``ask`` waits for its answer."""
+
+    def ask(state: Any) -> dict[str, Any]:
+        return {"log": [str(interrupt("why?"))]}
+
+    def go(state: Any) -> Command:
+        return Command(update={"log": ["go"]}, goto=[Send("after", {}, timeout=5.0)])
+
+    graph = (
+        StateGraph(LogState)
+        .add_node("ask", ask)
+        .add_node("go", go)
+        .add_node("after", lambda arg: {"log": ["after"]})
+    )
+    graph.add_conditional_edges(
+        START, lambda s: [Send("ask", {}, timeout=TimeoutPolicy(idle_timeout=5.0)), "go"]
+    )
+    return graph.add_edge("ask", END).add_edge("after", END).compile(checkpointer=cp)
+
+
+@pytest.mark.parametrize(
+    "damaged",
+    ['"soon"', '{"run_timeout": "soon"}', '{"bogus": 1}', '{"run_timeout": -1}', "[1]"],
+    ids=["text", "text-field", "unknown-field", "negative", "list"],
+)
+@pytest.mark.parametrize("where", ["frontier", "pending write"])
+async def test_a_damaged_send_timeout_is_a_store_error_naming_where_it_is_saved(
+    tmp_path: Path, damaged: str, where: str
+) -> None:
+    # a Send's saved timeout that no longer makes a TimeoutPolicy was a bare TypeError (an
+    # unknown field, a string) or ArgumentError out of get_state and run, naming nothing
+    path = tmp_path / "cp.db"
+    async with SqliteCheckpointer(path) as cp:
+        first = await _sent_with_timeout(cp).run({}, thread_id="t")
+        assert [i.value for i in first.interrupts] == ["why?"]
+    table, key, column = (
+        ("checkpoints", "checkpoint_id", "body")
+        if where == "frontier"
+        else ("checkpoint_writes", "rowid", "value")
+    )
+    with sqlite3.connect(path) as db:
+        changed = 0
+        for row, text in db.execute(f"SELECT {key}, {column} FROM {table}").fetchall():
+            if '"timeout":{' in text:
+                new = re.sub(r'"timeout":\{[^}]*\}', f'"timeout":{damaged}', text)
+                db.execute(f"UPDATE {table} SET {column} = ? WHERE {key} = ?", (new, row))
+                changed += 1
+        assert changed >= 1
+    db.close()
+    if where == "frontier":
+        said = r"checkpoint '[^']+' of thread 't' no longer reads: the timeout of its Send to 'ask'"
+    else:
+        said = (
+            r"pending write of task '[^']+' of thread 't', frontier '[^']+', no longer reads: "
+            r"the timeout of its Send to 'after'"
+        )
+    async with SqliteCheckpointer(path) as cp:
+        graph = _sent_with_timeout(cp)
+        with pytest.raises(StoreError, match=said):
+            await graph.get_state("t")
+        result = await graph.run(Command(resume="because"), thread_id="t")
+        assert result.status == "failed" and isinstance(result.error, StoreError)
+        assert re.search(said, str(result.error))

@@ -209,10 +209,15 @@ class Planned(Record):
         return _encode_send(self.node, self.arg, untracked, self.timeout)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], graph: GraphCodec) -> Planned:
+    def from_json(
+        cls, data: dict[str, Any], graph: GraphCodec, where: str = "a saved checkpoint"
+    ) -> Planned:
+        """The entry ``to_json`` saved; ``where`` names the checkpoint it is read from, for
+        a ``StoreError`` when it no longer reads (``_timeout``)."""
         if "arg" not in data:
             return cls(node=data["node"], held=data.get("held", False))
-        return cls(node=data["node"], arg=_decode_send(data, graph), timeout=_timeout(data))
+        arg = _decode_send(data, graph)
+        return cls(node=data["node"], arg=arg, timeout=_timeout(data, where))
 
 
 def joined(frontier: list[Planned], goto: list[str | Send]) -> list[Planned]:
@@ -323,10 +328,23 @@ def _decode_command(data: dict[str, Any], graph: GraphCodec) -> Command[Any]:
     )
 
 
-def _timeout(data: dict[str, Any]) -> TimeoutPolicy | None:
-    """The ``timeout`` ``_encode_send`` saved with a ``Send``, or None."""
+def _timeout(data: dict[str, Any], where: str) -> TimeoutPolicy | None:
+    """The ``timeout`` ``_encode_send`` saved with a ``Send``, or None. One that no longer
+    makes a ``TimeoutPolicy`` (damaged, written by hand) is a ``StoreError`` naming
+    ``where`` it is saved (a checkpoint, a pending write), as a damaged row is: a bare
+    ``TypeError`` or ``ArgumentError`` came out of ``get_state`` and ``run``."""
     saved = data.get("timeout")
-    return None if saved is None else TimeoutPolicy(**saved)
+    if saved is None:
+        return None
+    try:
+        if not isinstance(saved, dict):
+            raise TypeError(f"a JSON {type(saved).__name__}, not an object")
+        return TimeoutPolicy(**saved)
+    except (TypeError, ValueError) as exc:  # ArgumentError is a ValueError
+        raise StoreError(
+            f"{where} no longer reads: the timeout of its Send to {data['node']!r} "
+            f"({saved!r:.80}) is no TimeoutPolicy ({exc})"
+        ) from None
 
 
 def arg_class(ref: str) -> type | None:
@@ -359,9 +377,14 @@ def encode_goto(goto: list[str | Send], untracked: frozenset[str] = frozenset())
     ]
 
 
-def decode_goto(data: list[Any], graph: GraphCodec) -> list[str | Send]:
+def decode_goto(
+    data: list[Any], graph: GraphCodec, where: str = "a saved result"
+) -> list[str | Send]:
+    """The ``goto`` ``encode_goto`` saved; ``where`` names what it is read from (``_timeout``)."""
     return [
-        g if isinstance(g, str) else Send(g["node"], _decode_send(g, graph), timeout=_timeout(g))
+        g
+        if isinstance(g, str)
+        else Send(g["node"], _decode_send(g, graph), timeout=_timeout(g, where))
         for g in data
     ]
 
@@ -521,11 +544,12 @@ async def load_head(
         graph.schema.in_field_order(values)
     last = chain[-1]
     _check_frontier(graph, thread_id, last.frontier)
+    where = f"checkpoint {last.checkpoint_id!r} of {_thread(thread_id, ns)}"
     head = Head(
         thread_id=thread_id,
         ns=ns,
         values=values,
-        frontier=[Planned.from_json(p, graph) for p in last.frontier],
+        frontier=[Planned.from_json(p, graph, where) for p in last.frontier],
         frontier_id=last.frontier_id,
         lineage=last.lineage,
         step=last.step,
@@ -580,7 +604,12 @@ async def load_records(
                         f"task {w.task_id} of its pending step wrote it, and the state of "
                         f"graph {graph.name!r} has no such field ({', '.join(channels)})",
                     )
-            rec.writes, rec.goto = decode_result(graph, w.value)
+            rec.writes, rec.goto = decode_result(
+                graph,
+                w.value,
+                f"pending write of task {w.task_id!r} of {_thread(head.thread_id, head.ns)}, "
+                f"frontier {head.frontier_id!r},",
+            )
             skipped = w.value.get("skipped")
             rec.skipped = bool(skipped)
             rec.skipped_by = skipped if isinstance(skipped, str) else None
@@ -605,13 +634,19 @@ async def load_records(
 
 
 def decode_result(
-    graph: GraphCodec, value: dict[str, Any]
+    graph: GraphCodec, value: dict[str, Any], where: str = "a saved result"
 ) -> tuple[list[tuple[str, Any]], list[str | Send]]:
     """The writes and goto a ``result_write`` value holds (its keys are the graph's
-    channels: the caller checks), back in Python (a pending write's, a cached node's)."""
+    channels: the caller checks), back in Python (a pending write's, a cached node's);
+    ``where`` names what it is read from (``_timeout``)."""
     channels = graph.schema.channels
     writes = [(k, _decode_write(channels[k], v)) for k, v in value["writes"]]
-    return writes, decode_goto(value["goto"], graph)
+    return writes, decode_goto(value["goto"], graph, where)
+
+
+def _thread(thread_id: str, ns: str) -> str:
+    """A thread (and namespace) as the checkpointers' damaged-row errors name it."""
+    return f"thread {thread_id!r}" + (f" (namespace {ns!r})" if ns else "")
 
 
 def schema_changed(thread_id: str, checkpoint_id: str | None, key: str, what: str) -> StoreError:
