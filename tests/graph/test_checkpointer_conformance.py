@@ -136,6 +136,31 @@ async def test_saves_made_together_land_together(checkpointer: Checkpointer) -> 
     assert await checkpointer.get_writes("t", "", "f1") == write
 
 
+async def test_delete_thread_in_a_saving_together_block_is_one_of_its_statements(
+    checkpointer: Checkpointer,
+) -> None:
+    # SQLite's delete_thread took a connection of its own, which waited for the block's own
+    # write lock (the 10 s busy timeout) and failed: now it runs in the block's transaction,
+    # undone with the block's saves when the block raises (PostgreSQL's too)
+    one_by_one = isinstance(checkpointer, MemoryCheckpointer)
+    await checkpointer.put(record(0, thread="u"))
+    await checkpointer.put(record(0))
+    with pytest.raises(RuntimeError, match="stopped"):
+        async with checkpointer.saving_together():
+            await checkpointer.put(record(1))
+            await checkpointer.delete_thread("u")
+            assert await checkpointer.latest("u") is None  # the block reads what it did
+            raise RuntimeError("stopped")
+    assert (await checkpointer.latest("u") is None) is one_by_one
+    assert [r.seq for r in await checkpointer.list("t")] == ([1, 0] if one_by_one else [0])
+    async with checkpointer.saving_together():
+        if not one_by_one:
+            await checkpointer.put(record(1))
+        await checkpointer.delete_thread("u")
+        await checkpointer.delete_thread("t")
+    assert await checkpointer.latest("u") is None and await checkpointer.list("t") == []
+
+
 async def test_concurrent_writers_on_one_parent_exactly_one_wins(
     checkpointer: Checkpointer,
 ) -> None:

@@ -596,12 +596,28 @@ class PostgresCheckpointer(Checkpointer):
         """Forget the thread, unless someone holds it (``ThreadBusy``, nothing deleted): a
         writer of this checkpointer, or of another process, whose advisory lock refuses the
         shared one the deleting transaction takes (and keeps to its end, so nobody takes the
-        thread half deleted)."""
+        thread half deleted). In a ``saving_together`` block, in the block's transaction (a
+        connection of its own deleted at once, whatever the block did after), undone with the
+        block's saves if the block raises."""
         if unheld_key(thread_id, nul=True):
             return  # no row can have it
         self.refuse_closed(f"delete thread {shown_id(thread_id)}")
         self.refuse_held(thread_id)
         pool = await self._db()
+        together = _together.get()
+        if together and together[0] is self:
+            what = f"delete thread {shown_id(thread_id)}"
+            conn = together[1]
+            free = await self._fetch_together(
+                conn, what, "SELECT pg_try_advisory_xact_lock_shared($1)", self._key(thread_id)
+            )
+            if not free[0][0]:
+                raise ThreadBusy(thread_id)
+            for table in ("checkpoints", "checkpoint_writes", "thread_leases"):
+                await self._fetch_together(
+                    conn, what, f"DELETE FROM {table} WHERE thread_id = $1", thread_id
+                )
+            return
         async with (
             mapped_errors(
                 f"delete thread {shown_id(thread_id)}", command_timeout=self.command_timeout

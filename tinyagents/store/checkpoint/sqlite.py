@@ -566,12 +566,28 @@ class SqliteCheckpointer(Checkpointer):
         writer of this checkpointer, or a live one of another process. The lease is read
         and the rows deleted in one transaction, on a connection of its own (the shared one
         runs each statement on its own, and other coroutines' statements would join a
-        transaction there), so nobody takes the thread half deleted."""
+        transaction there), so nobody takes the thread half deleted. In a
+        ``saving_together`` block, in the block's transaction (its connection holds the
+        file's write lock: a connection of its own waited for it, the busy timeout, and
+        failed), undone with the block's saves if the block raises."""
         if unheld_key(thread_id, nul=False):
             return  # no row can have it
         self.refuse_closed(f"delete thread {shown_id(thread_id)}")
         self.refuse_held(thread_id)
         await self._checked()
+        together = _together.get()
+        if together and together[0] is self and self._file is not None:
+            rows = await self._fetch(
+                f"SELECT {_LEASE_COLUMNS} FROM thread_leases WHERE thread_id = ?", (thread_id,)
+            )
+            unreleased = self._unreleased.get(thread_id)
+            if rows:
+                held = _lease(thread_id, rows[0])
+                if not held.is_dead(time.time()) and held.owner != unreleased:
+                    raise ThreadBusy(thread_id)
+            for table in ("checkpoints", "checkpoint_writes", "thread_leases"):
+                await self._fetch(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
+            return
         if self._file is None:  # ":memory:": no other process can hold a thread
             for table in ("checkpoints", "checkpoint_writes", "thread_leases"):
                 await self._fetch(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
