@@ -931,7 +931,8 @@ class Runtime:
         gone (a process killed: at once on this host, else once its heartbeat is
         ``OWNER_SILENT_S`` old; a clean close releases its runs), holds nothing: it is judged
         as a claimed run is (``_running_elsewhere``), by the hold's own owner and time while
-        its run has no row yet (a graph run before its first snapshot); a graph run continued
+        its run has no row yet (a graph run before its first snapshot), or a row that says it
+        finished before the hold was taken (a run continued under its id); a graph run continued
         in another process after its own died takes its hold back. Without a durable store it
         does nothing: the registry's hold, in this runtime, is the only one."""
         thread_id = info.thread_id

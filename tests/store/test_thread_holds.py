@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tinyagents._clock import now
 from tinyagents.errors import ArgumentError
 from tinyagents.runs import RunInfo
 from tinyagents.store import MemoryStore, Store
@@ -168,3 +169,33 @@ async def test_a_hold_has_at_most_one_run_whatever_the_order(ops: list[tuple[str
             holder = run
         held = await store.thread_holder("acme", "t")
         assert (held or {}).get("run_id") == holder
+
+
+def saved(run_id: str, owner: str, status: str) -> dict[str, Any]:
+    """A snapshot as a runtime saves it: stamped now (``updated_at``)."""
+    return snapshot(run_id, owner=owner) | {"status": status, "updated_at": now().isoformat()}
+
+
+async def test_a_hold_taken_again_by_a_finished_run_is_described_by_its_owner(
+    store: Store,
+) -> None:
+    """A run whose row says it finished, continued under its id (a graph run resumed): its
+    new hold is read as the hold describes it (unfinished, of its owner) until the run's row
+    is saved again; it held nothing, its row's ``completed`` read, until its first snapshot.
+    A hold taken before the row said finished (a run whose let-go failed) is still read by
+    the row: it holds nothing."""
+    await store.save_runs([saved("r-1", "rt-1", "completed")])
+    assert await store.hold_thread("acme", "t-1", "r-1", never, owner="rt-2") == (True, None)
+    holder = await store.thread_holder("acme", "t-1")
+    assert holder is not None
+    assert (holder["run_id"], holder["status"], holder["owner"]) == ("r-1", "running", "rt-2")
+    taken, held = await store.hold_thread("acme", "t-1", "r-2", never, owner="rt-3")
+    assert not taken and held is not None and held["status"] == "running"
+    running = saved("r-1", "rt-2", "running")
+    await store.save_runs([running])
+    holder = await store.thread_holder("acme", "t-1")
+    assert holder is not None and (holder["status"], holder["owner"]) == ("running", "rt-2")
+    ended = saved("r-1", "rt-2", "completed")
+    await store.save_runs([ended])  # its let-go failed: the row, saved after the hold, says
+    holder = await store.thread_holder("acme", "t-1")
+    assert holder is not None and holder["status"] == "completed"

@@ -293,7 +293,8 @@ class Store(ABC):
 
     async def thread_holder(self, tenant_id: str, thread_id: str) -> dict[str, Any] | None:
         """The snapshot of the run holding ``thread_id`` of ``tenant_id`` (``hold_thread``:
-        ``unsaved_holder`` when that run has no row), or None."""
+        ``unsaved_holder`` when that run has no row, or its row says it finished before the
+        hold was taken: ``judged_holder``), or None."""
         return None
 
     async def let_go_of_thread(self, tenant_id: str, thread_id: str, run_id: str) -> bool:
@@ -657,6 +658,35 @@ def unsaved_holder(
     if silence_s is not None:
         held[SILENCE_S] = float(silence_s)
     return held
+
+
+def judged_holder(
+    snapshot: dict[str, Any] | None,
+    run_id: str,
+    owner: str | None,
+    taken_at: str | None,
+    silence_s: float | None = None,
+    *,
+    taken_since: bool | None = None,
+) -> dict[str, Any]:
+    """A thread's holder as a store reads it: its run's ``snapshot``, or ``unsaved_holder``
+    when the run has no row, and also when the row says the run finished before the hold was
+    taken (``taken_since``, or, when None, the hold's ``taken_at`` later than the row's
+    ``updated_at``): a run continued under its id (a graph run resumed) holds its thread
+    from the start, where its old row said it held nothing until its first snapshot. A hold
+    taken before its run's row said finished (a let-go that failed) is read by the row."""
+    if snapshot is None:
+        return unsaved_holder(run_id, owner, taken_at, silence_s)
+    if owner is None or snapshot.get("status") in _UNFINISHED:
+        return snapshot
+    if taken_since is None:
+        taken, updated = snapshot_time(taken_at), snapshot_time(snapshot.get("updated_at"))
+        taken_since = taken is not None and updated is not None and taken > updated
+    return unsaved_holder(run_id, owner, taken_at, silence_s) if taken_since else snapshot
+
+
+#: The statuses of a run snapshot that has not finished (``RunStatus.finished``)
+_UNFINISHED = frozenset({"running", "paused", "interrupted"})
 
 
 def snapshot_time(value: object) -> datetime | None:

@@ -29,12 +29,12 @@ from tinyagents.store.base import (
     Store,
     StoredCommand,
     check_snapshots,
+    judged_holder,
     newest_runs,
     sendable,
     stored_reason,
     target_run_id,
     terminal_updates,
-    unsaved_holder,
 )
 
 
@@ -226,7 +226,7 @@ class MemoryStore(Store):
         if hold is None:
             return None
         snapshot = self._runs.get(hold[0])
-        return copy.deepcopy(snapshot) if snapshot is not None else unsaved_holder(*hold)
+        return judged_holder(copy.deepcopy(snapshot) if snapshot is not None else None, *hold)
 
     async def let_go_of_thread(self, tenant_id: str, thread_id: str, run_id: str) -> bool:
         hold = self._holds.get((tenant_id, thread_id))

@@ -60,6 +60,7 @@ from tinyagents.store.base import (
     damaged_run,
     event_rows,
     heartbeat_age,
+    judged_holder,
     log_row,
     logged_command,
     open_logged,
@@ -721,10 +722,10 @@ class PostgresStore(Store):
                 if row is not None:
                     break
                 # its holder let go between the two statements: insert again
-            held = _holder(row, tenant_id)
-            if held["run_id"] == run_id:
-                return True, None
-            if not free(held):
+            held: dict[str, Any] | None = _holder(row, tenant_id)
+            if row[2] == run_id:  # its own run again: taken anew (owner, time), as on SQLite
+                held = None
+            elif not free(held):
                 return False, held
             await conn.execute(
                 "UPDATE thread_holds SET run_id = $3, owner = $4, taken_at = clock_timestamp()"
@@ -1008,10 +1009,14 @@ _HOLDER = (
 def _holder(row: Any, tenant_id: str) -> dict[str, Any]:
     """A thread's holder as ``_HOLDER`` read it: its run's snapshot, or ``unsaved_holder``
     when the run has no row."""
-    if row[0] is not None:
-        return _snapshot(row, tenant_id)
     taken_at = row[4].isoformat() if row[4] is not None else None
-    return unsaved_holder(row[2], row[3], taken_at, row[5])
+    if row[0] is None:
+        return unsaved_holder(row[2], row[3], taken_at, row[5])
+    # by the database's clock: taken after the row was last heard (both ages known)
+    since = None if row[1] is None or row[5] is None else row[5] < row[1]
+    return judged_holder(
+        _snapshot(row, tenant_id), row[2], row[3], taken_at, row[5], taken_since=since
+    )
 
 
 def _snapshot(row: Any, tenant_id: str | None = None) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from tinyagents.store.base import (
     check_snapshots,
     damaged_run,
     event_rows,
+    judged_holder,
     log_row,
     logged_command,
     open_logged,
@@ -55,7 +56,6 @@ from tinyagents.store.base import (
     taken_items,
     target_run_id,
     terminal_updates,
-    unsaved_holder,
 )
 from tinyagents.store.urls import check_file_name
 
@@ -1320,6 +1320,5 @@ def _held(row: Any, tenant_id: str) -> dict[str, Any] | None:
     the run has no row), or None."""
     if row is None:
         return None
-    if row[1] is None:
-        return unsaved_holder(row[0], row[2], row[3])
-    return read_snapshot(row[1], row[0], tenant_id)
+    snapshot = None if row[1] is None else read_snapshot(row[1], row[0], tenant_id)
+    return judged_holder(snapshot, row[0], row[2], row[3])
