@@ -437,3 +437,41 @@ async def test_langgraphs_policy_runs_on_our_graph() -> None:
     result = await one_node(OURS, slow, timeout=policy).run({"x": 0})
     assert isinstance(result.error, NodeTimeoutError)
     assert (result.error.kind, result.error.idle_timeout) == ("idle", 0.05)
+
+
+async def test_get_runtime_in_a_timed_node_looks_for_its_idle_clock_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # it looked three times (whether there is one, the writer's, the heartbeat's): each a
+    # context variable read and a walk of the scope
+    from tinyagents.graph import graph_runtime
+
+    looks: list[object] = []
+    real = graph_runtime.progress_here
+
+    def counted() -> Any:
+        looks.append(None)
+        return real()
+
+    monkeypatch.setattr(graph_runtime, "progress_here", counted)
+    beats: list[bool] = []
+
+    class S(TypedDict, total=False):
+        x: int
+
+    def node(state: S) -> S:
+        runtime = get_runtime()
+        beats.append(runtime.heartbeat is not None)
+        runtime.heartbeat()
+        runtime.stream_writer("moved")
+        return {"x": 1}
+
+    graph = (
+        OURS.StateGraph(S)
+        .add_node("n", node, timeout=TimeoutPolicy(idle_timeout=30.0))
+        .add_edge(OURS.START, "n")
+        .add_edge("n", OURS.END)
+        .compile()
+    )
+    assert (await graph.run({})).state == {"x": 1}
+    assert len(looks) == 1 and beats == [True]

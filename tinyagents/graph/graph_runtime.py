@@ -30,6 +30,7 @@ from pydantic import BaseModel, ValidationError
 from tinyagents._record import FrozenRecord
 from tinyagents.errors import ArgumentError, GraphError
 from tinyagents.graph._context import (
+    Progress,
     TaskScope,
     caller_loop,
     emit_unless_ended,
@@ -67,12 +68,9 @@ def _heartbeat_here() -> Callable[[], None]:
     return _no_heartbeat if clock is None else clock.beat
 
 
-def _moving(writer: Callable[[Any], None]) -> Callable[[Any], None]:
-    """``writer``, which under ``refresh_on="auto"`` also counts as the attempt's progress
-    (streamed or not, as LangGraph's guarded writer)."""
-    clock = progress_here()
-    if clock is None:
-        return writer
+def _moving(writer: Callable[[Any], None], clock: Progress) -> Callable[[Any], None]:
+    """``writer``, which under ``refresh_on="auto"`` also counts as progress of ``clock``,
+    the attempt's idle clock (streamed or not, as LangGraph's guarded writer)."""
 
     def write(value: Any) -> None:
         clock.moved()
@@ -249,15 +247,16 @@ def get_runtime(context_schema: type[ContextT] | None = None) -> GraphRuntime[Co
     streamed = task is not None and run.stream is not None
     writer = _task_writer(run, task.id) if streamed else _no_writer
     info = execution_info_here()
-    if progress_here() is None:
+    clock = progress_here()  # looked for once: the writer and the heartbeat are its
+    if clock is None:
         return GraphRuntime(
             context=run.context, store=run_store(run), stream_writer=writer, execution_info=info
         )
     return GraphRuntime(
         context=run.context,
         store=run_store(run),
-        stream_writer=_moving(writer),
-        heartbeat=_heartbeat_here(),
+        stream_writer=_moving(writer, clock),
+        heartbeat=clock.beat,
         execution_info=info,
     )
 
