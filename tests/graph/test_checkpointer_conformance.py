@@ -14,6 +14,7 @@ from tinyagents.store.checkpoint import (
     CheckpointRecord,
     ExitBuffer,
     MemoryCheckpointer,
+    SqliteCheckpointer,
     WriteRecord,
 )
 
@@ -380,3 +381,44 @@ async def test_a_closed_checkpointer_refuses_every_call(make_checkpointer: Any) 
         async with cp:
             raise AssertionError("a closed checkpointer was entered")
     await cp.release("t", "run")  # the run's cleanup after the close: quiet
+
+
+async def test_an_in_memory_sqlite_checkpointers_saves_made_together_land_together() -> None:
+    # ":memory:" saved a block's saves one by one (it has no second connection): now they are
+    # one transaction on its one connection, and another task's statements wait for the
+    # block's end, outside it (not undone with it)
+    cp = SqliteCheckpointer(":memory:")
+    try:
+        write = [WriteRecord(task_id="a", kind="result", value={"writes": [["x", 1]]})]
+        await cp.put(record(0))
+        go = asyncio.Event()
+
+        async def outside() -> None:
+            await go.wait()
+            await cp.put(record(0, thread="u"))
+
+        task = asyncio.create_task(outside())
+        with pytest.raises(RuntimeError, match="stopped"):
+            async with cp.saving_together():
+                await cp.put(record(1))
+                await cp.put_writes("t", "", "f1", write)
+                go.set()
+                for _ in range(5):
+                    await asyncio.sleep(0)
+                head = await cp.latest("t")  # the block reads what it saved
+                assert head is not None and head.seq == 1
+                raise RuntimeError("stopped")
+        await task
+        assert [r.seq for r in await cp.list("t")] == [0]
+        assert await cp.get_writes("t", "", "f1") == []
+        assert [r.seq for r in await cp.list("u")] == [0]
+        async with cp.saving_together():
+            await cp.put(record(1))
+            await cp.put_writes("t", "", "f1", write)
+            async with cp.saving_together():  # within one: the same transaction
+                await cp.put(record(2))
+            await cp.delete_thread("u")
+        assert [r.seq for r in await cp.list("t")] == [2, 1, 0]
+        assert await cp.get_writes("t", "", "f1") == write and await cp.list("u") == []
+    finally:
+        await cp.aclose()

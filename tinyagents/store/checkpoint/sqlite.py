@@ -225,6 +225,9 @@ class SqliteCheckpointer(Checkpointer):
         #: The owner of each thread this process released but whose lease row could not be
         #: deleted (the database failed then): no longer a writer, whatever the row says.
         self._unreleased: dict[str, str] = {}
+        #: Held by a ``saving_together`` block of a ``":memory:"`` database, whose one
+        #: connection its transaction is on: other tasks' statements wait for its end.
+        self._block = asyncio.Lock()
 
     # -- connection and schema -------------------------------------------------------------
 
@@ -406,7 +409,29 @@ class SqliteCheckpointer(Checkpointer):
         if how is not None:
             raise gone_error("SQLite checkpointer", self.path, how)
         together = _together.get()
-        return together[1] if together and together[0] is self else db
+        if together and together[0] is self:
+            return together[1]
+        if self._file is None and self._block.locked():  # ":memory:": another task's block
+            await self._wait_for_block()
+        return db
+
+    async def _wait_for_block(self) -> None:
+        """Wait for the ``saving_together`` block of another task on the one connection of a
+        ``":memory:"`` database to end, as long as a file's busy timeout (10 s) waits for
+        another connection's write lock, and fail as it does: ``StoreError``."""
+        await self._take_block()
+        self._block.release()
+
+    async def _take_block(self) -> None:
+        """Take ``_block`` (``_wait_for_block``'s wait and failure)."""
+        try:
+            async with asyncio.timeout(10.0):
+                await self._block.acquire()
+        except TimeoutError:
+            raise StoreError(
+                f"SQLite checkpointer {self.path!r}: database is locked (a block of saves "
+                "made together, of another task, held it for 10 s)"
+            ) from None
 
     @contextlib.asynccontextmanager
     async def saving_together(self) -> AsyncIterator[None]:
@@ -415,12 +440,17 @@ class SqliteCheckpointer(Checkpointer):
         and other coroutines' statements would join a transaction there. ``BEGIN
         IMMEDIATE``: the file's write lock is taken first, so the block cannot fail half way
         for another writer; theirs wait for its end (``busy_timeout``). A ``":memory:"``
-        database has no second connection, and dies with its process: saved one by one."""
+        database has no second connection: the block's transaction is on its one connection,
+        and other tasks' statements wait for its end (as long as ``busy_timeout``)."""
         together = _together.get()
-        if (together and together[0] is self) or self.path == ":memory:":
+        if together and together[0] is self:
             yield
             return
-        await self._checked()
+        db = await self._checked()
+        if self._file is None:
+            async with self._alone(db):
+                yield
+            return
         try:
             conn = await connect(self.path, isolation_level=None)
         except (sqlite3.Error, ValueError) as exc:
@@ -441,6 +471,26 @@ class SqliteCheckpointer(Checkpointer):
             block.clear()  # ended: a task started in it saves on its own now
             _together.reset(token)
             await conn.close()
+
+    @contextlib.asynccontextmanager
+    async def _alone(self, db: Any) -> AsyncIterator[None]:
+        """``saving_together`` on a ``":memory:"`` database: one transaction on its one
+        connection, which the block holds (``_block``) until it ends."""
+        await self._take_block()
+        token = _together.set(block := [self, db])
+        try:
+            await self._fetch("BEGIN IMMEDIATE", ())
+            try:
+                yield
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error, ValueError):
+                    await db.execute("ROLLBACK")
+                raise
+            await self._fetch("COMMIT", ())
+        finally:
+            block.clear()  # ended: a task started in it saves on its own now
+            _together.reset(token)
+            self._block.release()
 
     async def latest(self, thread_id: str, ns: str = "") -> CheckpointRecord | None:
         if unheld_key(thread_id, ns, nul=False):
