@@ -408,3 +408,26 @@ async def test_a_second_graph_run_on_a_written_thread_is_thread_busy_in_memory()
         assert busy.value.held_by == first.run_id
         gate.open()
         assert (await first.result()).status is RunStatus.COMPLETED
+
+
+async def test_a_graph_run_at_rest_on_an_interrupt_does_not_refuse_another_graph_run() -> None:
+    """A graph run that ended ``interrupted`` (at rest, resumable) writes nothing: a graph run
+    of another graph on its thread id runs, as across runtimes (its hold went as it ended)."""
+
+    def ask(state: _Log) -> _Log:
+        return {"log": [str(interrupt("why?"))]}
+
+    asking = (
+        StateGraph(_Log)
+        .add_node("ask", ask)
+        .add_edge(START, "ask")
+        .add_edge("ask", END)
+        .compile(checkpointer=MemoryCheckpointer())
+    )
+    async with Runtime(testing=True) as rt:
+        resting = await rt.start_graph(asking, {}, thread_id="t-g4", wait_on_interrupt=False)
+        assert (await resting.result()).status is RunStatus.INTERRUPTED
+        then = Gate("then")
+        then.open()
+        other = await rt.start_graph(_parked_graph(then), {}, thread_id="t-g4")
+        assert (await other.result()).status is RunStatus.COMPLETED

@@ -20,7 +20,7 @@ from tinyagents._record import Record, record
 from tinyagents.errors import ConfigurationError, ThreadBusy
 from tinyagents.protocol.commands import SteeringActor, sender_tenant
 from tinyagents.runs.handle import RunHandle
-from tinyagents.runs.info import RunInfo, lookup_id
+from tinyagents.runs.info import RunInfo, RunStatus, lookup_id
 from tinyagents.runs.tree import RunTree
 
 #: The run ids something still waits on (open commands, deferred commands), asked lazily.
@@ -222,8 +222,8 @@ class RunRegistry:
             del self._held[key]
 
     def _graph_writer(self, key: tuple[str, str], run_id: str) -> str | None:
-        """The id of a graph run other than ``run_id`` writing thread ``key`` (unfinished,
-        or starting), if any."""
+        """The id of a graph run other than ``run_id`` writing thread ``key`` (unfinished and
+        not at rest on an interrupt, or starting), if any."""
         starting = self._graphs_starting.get(key)
         if starting:
             others = starting - {run_id}
@@ -236,6 +236,7 @@ class RunRegistry:
                 and info.run_id != run_id
                 and info.tenant_id == key[0]
                 and not handle.status.finished
+                and handle.status is not RunStatus.INTERRUPTED  # at rest: it writes nothing
             ):
                 return info.run_id
         return None
