@@ -208,3 +208,39 @@ async def test_a_damaged_send_timeout_is_a_store_error_naming_where_it_is_saved(
         result = await graph.run(Command(resume="because"), thread_id="t")
         assert result.status == "failed" and isinstance(result.error, StoreError)
         assert re.search(said, str(result.error))
+
+
+async def test_a_damaged_timeout_inside_a_sent_command_is_a_store_error_naming_it(
+    tmp_path: Path,
+) -> None:
+    # a Command sent as a Send's argument is saved with its own Sends: a damaged timeout of
+    # one of those is the same StoreError naming the checkpoint (two fixes crossed here: the
+    # nested Send was read without saying where it was saved, a TypeError of the reader)
+    def build(cp: SqliteCheckpointer) -> Any:
+        def ask(arg: Any) -> dict[str, Any]:
+            return {"log": [str(interrupt("why?"))]}
+
+        graph = StateGraph(LogState).add_node("ask", ask).add_node("after", lambda a: {})
+        sent = Command(goto=[Send("after", {}, timeout=5.0)])
+        graph.add_conditional_edges(START, lambda s: [Send("ask", sent)])
+        return graph.add_edge("ask", END).add_edge("after", END).compile(checkpointer=cp)
+
+    path = tmp_path / "cp.db"
+    async with SqliteCheckpointer(path) as cp:
+        first = await build(cp).run({}, thread_id="t")
+        assert [i.value for i in first.interrupts] == ["why?"]
+        state = await build(cp).get_state("t")
+        assert [t.name for t in state.tasks] == ["ask"]
+    with sqlite3.connect(path) as db:
+        changed = 0
+        for row, text in db.execute("SELECT checkpoint_id, body FROM checkpoints").fetchall():
+            if '"timeout":{' in text:
+                new = re.sub(r'"timeout":\{[^}]*\}', '"timeout":"soon"', text)
+                db.execute("UPDATE checkpoints SET body = ? WHERE checkpoint_id = ?", (new, row))
+                changed += 1
+        assert changed >= 1
+    db.close()
+    said = r"checkpoint '[^']+' of thread 't' no longer reads: the timeout of its Send to 'after'"
+    async with SqliteCheckpointer(path) as cp:
+        with pytest.raises(StoreError, match=said):
+            await build(cp).get_state("t")

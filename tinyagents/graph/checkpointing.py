@@ -216,7 +216,7 @@ class Planned(Record):
         a ``StoreError`` when it no longer reads (``_timeout``)."""
         if "arg" not in data:
             return cls(node=data["node"], held=data.get("held", False))
-        arg = _decode_send(data, graph)
+        arg = _decode_send(data, graph, where)
         return cls(node=data["node"], arg=arg, timeout=_timeout(data, where))
 
 
@@ -278,10 +278,12 @@ def _encode_send(
     return out
 
 
-def _decode_send(data: dict[str, Any], graph: GraphCodec) -> Any:
+def _decode_send(data: dict[str, Any], graph: GraphCodec, where: str) -> Any:
+    """A ``Send``'s argument as ``_encode_send`` saved it; ``where`` names what it is read
+    from, for the ``StoreError`` of a damaged ``Send`` in a sent ``Command`` (``_timeout``)."""
     arg_type = data.get("arg_type")
     if arg_type == _COMMAND:
-        return _decode_command(data["arg"], graph)
+        return _decode_command(data["arg"], graph, where)
     return graph.decode_arg(data["node"], data["arg"], arg_type)
 
 
@@ -311,12 +313,12 @@ def _encode_command(cmd: Command[Any], untracked: frozenset[str]) -> dict[str, A
     return out
 
 
-def _decode_command(data: dict[str, Any], graph: GraphCodec) -> Command[Any]:
+def _decode_command(data: dict[str, Any], graph: GraphCodec, where: str) -> Command[Any]:
     def goto_item(g: Any) -> Any:
         return (
             g
             if isinstance(g, str)
-            else Send(g["node"], _decode_send(g, graph), timeout=_timeout(g))
+            else Send(g["node"], _decode_send(g, graph, where), timeout=_timeout(g, where))
         )
 
     goto, update = data["goto"], data["update"]
@@ -384,7 +386,7 @@ def decode_goto(
     return [
         g
         if isinstance(g, str)
-        else Send(g["node"], _decode_send(g, graph), timeout=_timeout(g, where))
+        else Send(g["node"], _decode_send(g, graph, where), timeout=_timeout(g, where))
         for g in data
     ]
 
