@@ -431,3 +431,37 @@ async def test_a_graph_run_at_rest_on_an_interrupt_does_not_refuse_another_graph
         then.open()
         other = await rt.start_graph(_parked_graph(then), {}, thread_id="t-g4")
         assert (await other.result()).status is RunStatus.COMPLETED
+
+
+async def test_a_graph_run_waiting_on_its_interrupt_is_still_its_threads_writer() -> None:
+    """A graph run waiting on an interrupt (``wait_on_interrupt=True``, the default) is
+    ``interrupted`` but alive: a command may resume it and it writes again. Another graph run
+    on its thread id is refused, as while it ran (it was let through, and with a durable
+    store took the waiting run's hold over and deleted it as it ended)."""
+
+    def ask(state: _Log) -> _Log:
+        return {"log": [str(interrupt("why?"))]}
+
+    asking = (
+        StateGraph(_Log)
+        .add_node("ask", ask)
+        .add_edge(START, "ask")
+        .add_edge("ask", END)
+        .compile(checkpointer=MemoryCheckpointer())
+    )
+    async with Runtime(testing=True) as rt:
+        waiting = await rt.start_graph(asking, {}, thread_id="t-g5")
+        for _ in range(200):
+            if waiting.status is RunStatus.INTERRUPTED:
+                break
+            await asyncio.sleep(0.01)
+        assert waiting.status is RunStatus.INTERRUPTED and not waiting.done
+        with pytest.raises(ThreadBusy) as busy:
+            await rt.start_graph(_parked_graph(Gate("other")), {}, thread_id="t-g5")
+        assert busy.value.held_by == waiting.run_id
+        await waiting.cancel(reason="done here")
+        assert (await waiting.result()).status is RunStatus.CANCELLED
+        then = Gate("then")
+        then.open()
+        other = await rt.start_graph(_parked_graph(then), {}, thread_id="t-g5")
+        assert (await other.result()).status is RunStatus.COMPLETED

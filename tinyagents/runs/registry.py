@@ -223,7 +223,8 @@ class RunRegistry:
 
     def _graph_writer(self, key: tuple[str, str], run_id: str) -> str | None:
         """The id of a graph run other than ``run_id`` writing thread ``key`` (unfinished and
-        not at rest on an interrupt, or starting), if any."""
+        not ended at rest on an interrupt, or starting), if any. A run waiting on its
+        interrupt (``wait_on_interrupt=True``) is a writer: a command may resume it."""
         starting = self._graphs_starting.get(key)
         if starting:
             others = starting - {run_id}
@@ -236,8 +237,8 @@ class RunRegistry:
                 and info.run_id != run_id
                 and info.tenant_id == key[0]
                 and not handle.status.finished
-                and handle.status is not RunStatus.INTERRUPTED  # at rest: it writes nothing
-            ):
+                and not (handle.status is RunStatus.INTERRUPTED and handle.done)
+            ):  # one that ended at rest on an interrupt writes nothing; one waiting there may
                 return info.run_id
         return None
 
