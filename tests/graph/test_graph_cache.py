@@ -26,7 +26,16 @@ from tinyagents.errors import (
     StoreError,
     SyncInAsyncError,
 )
-from tinyagents.graph import START, CachePolicy, RetryPolicy, StateGraph, entrypoint, task
+from tinyagents.graph import (
+    START,
+    CachePolicy,
+    Command,
+    RetryPolicy,
+    Send,
+    StateGraph,
+    entrypoint,
+    task,
+)
 from tinyagents.graph.caching import default_cache_key
 from tinyagents.store.cache import BaseCache, InMemoryCache, SqliteCache
 from tinyagents.store.checkpoint import MemoryCheckpointer
@@ -382,3 +391,35 @@ def test_the_default_key_of_a_set_is_the_same_in_every_process() -> None:
         for seed in ("1", "2", "3")
     }
     assert len(keys) == 1
+
+
+async def test_a_cached_entry_whose_send_no_longer_reads_is_a_miss() -> None:
+    # a cache holding an entry whose Send's timeout no longer makes a TimeoutPolicy (a
+    # backend's damaged value) failed the run with the StoreError a checkpoint's damaged row
+    # is, where any other entry it cannot use is a miss: the node runs again
+    calls: list[int] = []
+
+    def a(state: Any) -> Command:
+        calls.append(state["x"])
+        return Command(update={"log": ["a"]}, goto=[Send("b", {}, timeout=5.0)])
+
+    class Damaging(InMemoryCache):
+        async def get(self, keys: Any) -> dict[Any, Any]:
+            found = await super().get(keys)
+            for value in found.values():
+                for g in value.get("goto", []):
+                    if isinstance(g, dict) and "timeout" in g:
+                        g["timeout"] = "soon"
+            return found
+
+    graph = (
+        StateGraph(S)
+        .add_node("a", a, cache_policy=CachePolicy(), destinations=["b"])
+        .add_node("b", lambda arg: {"log": ["b"]})
+        .add_edge(START, "a")
+        .compile(cache=Damaging())
+    )
+    assert (await graph.run({"x": 1})).state["log"] == ["a", "b"]
+    second = await graph.run({"x": 1})
+    assert second.status == "completed" and second.state["log"] == ["a", "b"]
+    assert calls == [1, 1]

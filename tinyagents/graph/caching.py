@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tinyagents._record import FrozenRecord
-from tinyagents.errors import ArgumentError, GraphValidationError, InvalidUpdateError
+from tinyagents.errors import ArgumentError, GraphValidationError, InvalidUpdateError, StoreError
 from tinyagents.graph.checkpointing import decode_result, result_write
 from tinyagents.graph.types import UNSET
 from tinyagents.store.cache.base import BaseCache, Namespace, check_ttl
@@ -185,7 +185,7 @@ class CachedNode(FrozenRecord):
 
     async def reuse(self, graph: GraphCodec, task: Any, key: str) -> bool:
         """Give ``task`` the writes and gotos its node left under ``key``, if any are there
-        (an entry whose keys the state no longer has is none)."""
+        (an entry whose keys the state no longer has, or that no longer reads, is none)."""
         found = await self.cache.get([(self.ns, key)])
         value = found.get((self.ns, key))
         if not isinstance(value, dict) or "writes" not in value:
@@ -193,7 +193,10 @@ class CachedNode(FrozenRecord):
         channels = graph.schema.channels
         if any(k not in channels for k, _ in value["writes"]):
             return False
-        task.writes, task.goto = decode_result(graph, value)
+        try:
+            task.writes, task.goto = decode_result(graph, value, f"cached entry {key!r}")
+        except StoreError:  # a damaged entry (a Send that no longer reads) is none either
+            return False
         task.returned = None
         return True
 
