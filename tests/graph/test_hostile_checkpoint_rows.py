@@ -6,6 +6,7 @@ is none a checkpointer writes (it was skipped)."""
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from pathlib import Path
@@ -241,6 +242,55 @@ async def test_a_damaged_timeout_inside_a_sent_command_is_a_store_error_naming_i
         assert changed >= 1
     db.close()
     said = r"checkpoint '[^']+' of thread 't' no longer reads: the timeout of its Send to 'after'"
+    async with SqliteCheckpointer(path) as cp:
+        with pytest.raises(StoreError, match=said):
+            await build(cp).get_state("t")
+
+
+@pytest.mark.parametrize(
+    "damaged",
+    [
+        ("goto", None),  # a field gone
+        ("goto", 5),  # of no type a goto has
+        ("goto", [5]),  # an item that is no name and no Send
+        ("goto", [{"node": "ask"}]),  # a Send without its argument
+    ],
+    ids=["no-goto", "goto-number", "goto-item", "goto-send-without-arg"],
+)
+async def test_a_damaged_sent_command_is_a_store_error_naming_its_checkpoint(
+    tmp_path: Path, damaged: tuple[str, Any]
+) -> None:
+    # a Command sent as a Send's argument, damaged in its saved checkpoint, came out of
+    # get_state as a bare KeyError or TypeError
+    def build(cp: SqliteCheckpointer) -> Any:
+        def ask(arg: Any) -> dict[str, Any]:
+            return {"log": [str(interrupt("why?"))]}
+
+        graph = StateGraph(LogState).add_node("ask", ask)
+        graph.add_conditional_edges(START, lambda s: [Send("ask", Command(goto="ask"))])
+        return graph.add_edge("ask", END).compile(checkpointer=cp)
+
+    path = tmp_path / "cp.db"
+    async with SqliteCheckpointer(path) as cp:
+        await build(cp).run({}, thread_id="t")
+    field, value = damaged
+    with sqlite3.connect(path) as db:
+        changed = 0
+        for row, text in db.execute("SELECT checkpoint_id, body FROM checkpoints").fetchall():
+            body = json.loads(text)
+            for planned in body.get("frontier") or []:
+                if isinstance(planned, dict) and planned.get("arg_type", "").endswith(":Command"):
+                    if value is None:
+                        planned["arg"].pop(field)
+                    else:
+                        planned["arg"][field] = value
+                    changed += 1
+            db.execute(
+                "UPDATE checkpoints SET body = ? WHERE checkpoint_id = ?", (json.dumps(body), row)
+            )
+        assert changed >= 1
+    db.close()
+    said = r"checkpoint '[^']+' of thread 't' no longer reads: the Command sent to 'ask'"
     async with SqliteCheckpointer(path) as cp:
         with pytest.raises(StoreError, match=said):
             await build(cp).get_state("t")

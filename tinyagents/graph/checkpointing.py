@@ -283,7 +283,13 @@ def _decode_send(data: dict[str, Any], graph: GraphCodec, where: str) -> Any:
     from, for the ``StoreError`` of a damaged ``Send`` in a sent ``Command`` (``_timeout``)."""
     arg_type = data.get("arg_type")
     if arg_type == _COMMAND:
-        return _decode_command(data["arg"], graph, where)
+        try:
+            return _decode_command(data["arg"], graph, where)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:  # damaged, by hand
+            raise StoreError(
+                f"{where} no longer reads: the Command sent to {data['node']!r} "
+                f"({data['arg']!r:.80}) is no Command ({type(exc).__name__}: {exc})"
+            ) from None
     return graph.decode_arg(data["node"], data["arg"], arg_type)
 
 
