@@ -29,6 +29,7 @@ from tinyagents.events import MASK, mask, summarize
 from tinyagents.graph import START, StateGraph
 from tinyagents.harness import Model, ModelRequest, ModelResponse, ToolCall
 from tinyagents.harness.model import parse_arguments
+from tinyagents.runs.info import check_id
 from tinyagents.store import SqliteStore
 from tinyagents.store.checkpoint import SqliteCheckpointer
 
@@ -272,3 +273,12 @@ async def test_an_id_that_is_a_huge_integer_is_an_argument_error_naming_its_size
         with pytest.raises(ArgumentError, match="an integer of about 5,000 digits"):
             await store.load_run(HUGE)
     await cp.aclose()
+
+
+def test_an_id_that_is_a_list_holding_a_huge_integer_is_an_invalid_id_naming_its_type() -> None:
+    """Found at review: a value whose ``repr`` raises for another reason than being a huge
+    integer itself (a list holding one) still raised a bare ``ValueError`` from the quote."""
+    with pytest.raises(InvalidIdError, match="a list that cannot be printed"):
+        check_id([HUGE], "run_id")
+    with pytest.raises(InvalidIdError, match="a negative integer of about 5,000 digits"):
+        check_id(-HUGE, "run_id")

@@ -17,6 +17,7 @@ from collections.abc import Sized
 from typing import Any
 
 from tinyagents.protocol.commands import INT_BOUND, ReadOnlyDict, ReadOnlyList
+from tinyagents.protocol.ids import int_named
 
 DEFAULT_SECRET_KEYS = frozenset(
     {
@@ -211,7 +212,7 @@ def _summary(
         return value
     if isinstance(value, int):
         # past MAX_INT_DIGITS no JSON reader takes it back: the event holding it was lost
-        return value if -INT_BOUND < value < INT_BOUND else _int_named(value)
+        return value if -INT_BOUND < value < INT_BOUND else int_named(value)
     return _summary(repr(value), max_chars, secret_keys, level, left, frozen)
 
 
@@ -220,14 +221,8 @@ def _key_text(key: Any) -> str:
     name): its ``str``, but an integer too long to print (or to read back as JSON) is named
     by its size (``str`` raised ``ValueError`` past 4,300 digits)."""
     if isinstance(key, int) and not -INT_BOUND < key < INT_BOUND:
-        return _int_named(key)
+        return int_named(key)
     return str(key)
-
-
-def _int_named(value: int) -> str:
-    """An integer too long to show, named by its size (``bit_length`` never prints it)."""
-    sign = "a negative integer" if value < 0 else "an integer"
-    return f"{sign} of about {int(value.bit_length() * 0.30103):,} digits"
 
 
 #: The read-only summary of an empty payload, one for all.

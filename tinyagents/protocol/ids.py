@@ -136,14 +136,21 @@ def shown_name(text: str) -> str:
 
 def shown_repr(value: object) -> str:
     """``shown_id(repr(value))``, but an integer Python will not print (past 4,300 digits)
-    is named by its size: quoting it in an error raised a bare ``ValueError``."""
+    is named by its size, and another value whose ``repr`` raises (a list holding such an
+    integer) by its type: quoting it in an error raised a bare ``ValueError``."""
     try:
         text = repr(value)
     except ValueError:
-        if not isinstance(value, int):
-            raise
-        return f"an integer of about {int(value.bit_length() * 0.30103):,} digits"
+        if isinstance(value, int):
+            return int_named(value)
+        return f"a {type(value).__name__} that cannot be printed"
     return shown_id(text)
+
+
+def int_named(value: int) -> str:
+    """An integer too long to print, named by its size (``bit_length`` never prints it)."""
+    sign = "a negative integer" if value < 0 else "an integer"
+    return f"{sign} of about {int(value.bit_length() * 0.30103):,} digits"
 
 
 def shown_id(value: object) -> str:
