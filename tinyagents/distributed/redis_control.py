@@ -1169,8 +1169,8 @@ class RedisControl:
 
 async def _read_again_if_dropped(read: Callable[[], Awaitable[_T]]) -> _T:
     """``read()`` (reads only: safe to run twice), run once more if the connection it ran on
-    was dropped under it (closed by the server or a proxy, ``CLIENT KILL``, a network blip)
-    while Redis still serves. The pool's retries are off (the jobs back off themselves), so
+    was dropped under it (closed by the server or a proxy, ``CLIENT KILL``, a network blip;
+    a refused connection, Redis down, is tried once more too and fails again). The pool's retries are off (the jobs back off themselves), so
     one connection dropped mid-read failed an operator's command ``ControlPlaneUnavailable``
     ("could not read the run listing") and left the other workers' runs out of a listing,
     though the send after it is already tried again on another connection (``_append``). A

@@ -1467,7 +1467,7 @@ class GraphRun:
             return Command(update=cmd.update, goto=cmd.goto)
         if result.status == "interrupted":
             raise NodeInterrupt(result.interrupts)
-        if child_graph.schema.root is not self.graph.schema.root:
+        if child_graph.schema.root != self.graph.schema.root:
             # a one-value state under a state class, or the other way round: the child's
             # output is the node's return value, read as any node's (LangGraph's: a dict the
             # parent's update, a one-value child's other value its InvalidUpdateError; a

@@ -722,11 +722,11 @@ class PostgresStore(Store):
                 if row is not None:
                     break
                 # its holder let go between the two statements: insert again
-            held: dict[str, Any] | None = _holder(row, tenant_id)
-            if row[2] == run_id:  # its own run again: taken anew (owner, time), as on SQLite
-                held = None
-            elif not free(held):
-                return False, held
+            held: dict[str, Any] | None = None
+            if row[2] != run_id:  # its own run again: taken anew (owner, time), as on SQLite
+                held = _holder(row, tenant_id)
+                if not free(held):
+                    return False, held
             await conn.execute(
                 "UPDATE thread_holds SET run_id = $3, owner = $4, taken_at = clock_timestamp()"
                 " WHERE tenant_id = $1 AND thread_id = $2",
@@ -1008,7 +1008,8 @@ _HOLDER = (
 
 def _holder(row: Any, tenant_id: str) -> dict[str, Any]:
     """A thread's holder as ``_HOLDER`` read it: its run's snapshot, or ``unsaved_holder``
-    when the run has no row."""
+    when the run has no row or its row says it finished before the hold was taken, by the
+    database's clock (``judged_holder``)."""
     taken_at = row[4].isoformat() if row[4] is not None else None
     if row[0] is None:
         return unsaved_holder(row[2], row[3], taken_at, row[5])
