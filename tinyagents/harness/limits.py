@@ -13,7 +13,7 @@ from tinyagents import _clock
 from tinyagents.errors import ConfigurationError, RunLimitExceeded
 from tinyagents.harness.model import Usage, known_cost
 from tinyagents.runs.info import RunInfo
-from tinyagents.runs.limits import RunLimits, RunUsage
+from tinyagents.runs.limits import RunLimits, RunUsage, past, reached
 from tinyagents.runs.tree import RunTree
 
 _log = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ def check_token_budget(
             limit = getattr(target.limits, name)
             if extra is not None:
                 used += extra[name]
-            if limit is not None and used > limit:
+            if limit is not None and past(name, used, limit):
                 if streaming is not None:
                     record_model_usage(info, tree, streaming)
                 raise RunLimitExceeded(name, used, limit, run_id=target.run_id)
@@ -216,7 +216,7 @@ def _check_model_budget(info: RunInfo) -> None:
         )
     for name, used in _token_counts(usage).items():
         limit = getattr(limits, name)
-        if limit is not None and used >= limit:
+        if limit is not None and reached(name, used, limit):
             raise RunLimitExceeded(name, used, limit, run_id=info.run_id)
     check_deadline(info)
 

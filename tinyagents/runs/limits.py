@@ -6,6 +6,7 @@ effective limits are never above its parent's remaining budget (``bounded_by``).
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -188,6 +189,28 @@ class RunUsage(Record):
             "output_tokens": self.output_tokens,
             "cost": self.cost,
         }
+
+
+def past(name: str, used: float, limit: float) -> bool:
+    """Whether ``used`` passes the budget ``limit`` named ``name``. A cost within a rounding
+    error of its budget has used it, not passed it: costs are binary floats, and 0.1 + 0.2
+    is 0.30000000000000004, past a ``max_cost`` of 0.3 that may be used exactly."""
+    if used <= limit:
+        return False
+    return name != "max_cost" or not math.isclose(used, limit, rel_tol=_COST_REL_TOL)
+
+
+def reached(name: str, used: float, limit: float) -> bool:
+    """Whether ``used`` has spent the budget ``limit`` named ``name`` (no further call):
+    a cost a rounding error short of it has (see ``past``)."""
+    return used >= limit or (
+        name == "max_cost" and math.isclose(used, limit, rel_tol=_COST_REL_TOL)
+    )
+
+
+#: A cost this close to its budget, relatively, is taken as equal to it: far below any
+#: price's own precision, far above the rounding of summing a run's responses' costs.
+_COST_REL_TOL = 1e-9
 
 
 def _left(limit: int | None, used: int) -> int | None:

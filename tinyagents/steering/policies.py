@@ -18,7 +18,7 @@ from tinyagents.protocol.commands import (
     TestActor,
 )
 from tinyagents.protocol.ids import shown_id
-from tinyagents.runs.limits import BUDGET_FIELDS
+from tinyagents.runs.limits import BUDGET_FIELDS, past
 from tinyagents.steering.policy import (
     CallNext,
     CheckPolicy,
@@ -227,7 +227,7 @@ def _excess(
             continue
         left, who = tightest[name]
         ceiling = used[name] + left
-        if wanted > ceiling:
+        if past(name, wanted, ceiling):  # the exact amount left, in floats, fits
             excess.append((name, wanted, ceiling, who, left, used[name]))
     return excess
 

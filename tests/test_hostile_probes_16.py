@@ -1,0 +1,96 @@
+"""A hostile or careless user's sixteenth round: the features added in round 15's day
+(``RunLimits(max_cost=, max_input_tokens_per_request=)`` and their ``update_budget``
+steering, ``@tool(args_validator=)``, a ``Command`` as a ``Send``'s argument, one-value
+sub-graphs, thread holds of graph runs).
+
+Each test is a probe that found something (named in its docstring) or holds a decision down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import pytest
+
+from tinyagents import Agent, RunContext, RunLimits, RunStatus, Runtime, tool
+from tinyagents.errors import SteeringRejected
+from tinyagents.harness import ModelRequest, ModelResponse, Usage
+from tinyagents.testkit import FunctionModel, ScriptedModel, tool_call
+
+
+def _answer(text: str, *, cost: float) -> ModelResponse:
+    return ModelResponse(text=text, usage=Usage(input_tokens=1, output_tokens=1, cost=cost))
+
+
+def _called(name: str, *, cost: float) -> ModelResponse:
+    return dataclasses.replace(
+        tool_call(name), usage=Usage(input_tokens=1, output_tokens=1, cost=cost)
+    )
+
+
+@tool
+def ping() -> str:
+    return "pong"
+
+
+# -- a cost budget spent to the cent, in binary floats -------------------------------------
+
+
+async def test_a_cost_budget_spent_exactly_in_floats_that_do_not_add_up_exactly_completes() -> None:
+    """Found: ``RunLimits(max_cost=0.3)`` and responses costing 0.1 and 0.2 ended the run
+    ``limit_exceeded`` ("used 0.30000000000000004, allowed 0.3"): the sum of two binary
+    floats passed the budget that the docs say may be used exactly. A cost within a
+    rounding error of its budget has used it, not passed it (and the next request is
+    refused, as a budget spent exactly)."""
+    model = ScriptedModel([_called("ping", cost=0.1), _answer("ok", cost=0.2)])
+    result = await Agent("a", model, tools=[ping], limits=RunLimits(max_cost=0.3)).run("go")
+    assert result.status is RunStatus.COMPLETED, result.error
+    assert result.output == "ok"
+
+    model = ScriptedModel([_called("ping", cost=0.1), _called("ping", cost=0.2), "never"])
+    result = await Agent("a", model, tools=[ping], limits=RunLimits(max_cost=0.3)).run("go")
+    assert result.status is RunStatus.LIMIT_EXCEEDED and "'max_cost'" in (result.error or "")
+    assert len(model.requests) == 2  # spent: no third request
+
+    model = ScriptedModel([_called("ping", cost=0.1), _answer("over", cost=0.2000001)])
+    result = await Agent("a", model, tools=[ping], limits=RunLimits(max_cost=0.3)).run("go")
+    assert result.status is RunStatus.LIMIT_EXCEEDED  # a real excess is still one
+
+
+async def test_a_childs_cost_budget_may_be_set_to_exactly_what_its_parent_has_left() -> None:
+    """Found: a parent with ``max_cost=0.3`` that spent 0.1 has 0.2 left, but
+    ``update_budget(max_cost=0.2)`` on its child was rejected by the budget policy as above
+    it ("ceiling 0.19999999999999998"): 0.3 - 0.1 in binary floats. The exact amount left
+    is taken; more than it is still refused."""
+    receipts: list = []
+    release = asyncio.Event()
+
+    async def child_answer(request: ModelRequest) -> ModelResponse:
+        await release.wait()
+        return _answer("child done", cost=0.2)
+
+    @tool
+    async def spawn(ctx: RunContext) -> str:
+        child = await rt.start(
+            Agent("c", FunctionModel(child_answer)), "go", parent=ctx.info.run_id
+        )
+        receipts.append(await child.update_budget(max_cost=0.2))
+        with pytest.raises(SteeringRejected, match="exceeds what parent run"):
+            await child.update_budget(max_cost=0.21)
+        release.set()
+        return str((await child.result()).status.value)
+
+    model = ScriptedModel([_called("spawn", cost=0.1), "done"])
+    async with Runtime() as rt:
+        parent = await rt.start(
+            Agent("p", model, tools=[spawn], limits=RunLimits(max_cost=0.3)), "go"
+        )
+        result = await parent.result()
+    # the child spent all the parent had left: the child completed, the parent may make
+    # no further request
+    assert result.status is RunStatus.LIMIT_EXCEEDED and len(model.requests) == 1
+    tool_out = [m.content for m in result.messages if m.role == "tool"]
+    assert tool_out == ["completed"], tool_out
+    (fits,) = receipts
+    assert fits.accepted
