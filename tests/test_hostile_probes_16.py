@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 
 import pytest
 
-from tinyagents import Agent, RunContext, RunLimits, RunStatus, Runtime, tool
-from tinyagents.errors import SteeringRejected
+from tinyagents import Agent, ModelRetry, RunContext, RunLimits, RunStatus, Runtime, tool
+from tinyagents.errors import ConfigurationError, SteeringRejected
 from tinyagents.harness import ModelRequest, ModelResponse, Usage
 from tinyagents.testkit import FunctionModel, ScriptedModel, tool_call
 
@@ -94,3 +95,36 @@ async def test_a_childs_cost_budget_may_be_set_to_exactly_what_its_parent_has_le
     assert tool_out == ["completed"], tool_out
     (fits,) = receipts
     assert fits.accepted
+
+
+# -- a tool's args_validator that is a generator ---------------------------------------------
+
+
+def test_an_args_validator_that_is_a_generator_is_refused_with_its_tool() -> None:
+    """Found: an ``args_validator`` written as a generator (sync or async: a ``yield`` left
+    in it) was taken, and at each call its body never ran: calling it made a generator,
+    which was not awaitable and was dropped, so the tool ran on arguments the validator
+    would have refused. It is refused with its tool, a ``ConfigurationError``, as a
+    validator that cannot be called ``(ctx, **arguments)`` is."""
+
+    def checks(ctx: RunContext, x: int):  # type: ignore[no-untyped-def]
+        if x < 0:
+            raise ModelRetry("x must not be negative")
+        yield
+
+    async def checks_async(ctx: RunContext, x: int):  # type: ignore[no-untyped-def]
+        if x < 0:
+            raise ModelRetry("x must not be negative")
+        yield
+
+    class Checks:
+        def __call__(self, ctx: RunContext, x: int):  # type: ignore[no-untyped-def]
+            raise ModelRetry("never run")
+            yield
+
+    for validator in (checks, checks_async, Checks(), functools.partial(checks_async)):
+        with pytest.raises(ConfigurationError, match="args_validator .*generator"):
+
+            @tool(args_validator=validator)
+            def double(x: int) -> int:
+                return 2 * x

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import inspect
 import json
 import math
@@ -210,6 +211,20 @@ def _check_args_validator(name: str, validator: object) -> None:
         raise ConfigurationError(
             f"tool {name!r}: args_validator must be a function (ctx, **arguments) that raises "
             f"ModelRetry or ToolFailed to refuse a call's arguments, got {kind_of(validator)}"
+        )
+    # a generator's body runs only when iterated: called, it made a generator that was
+    # dropped, and the tool ran on arguments it never checked
+    target: Any = validator
+    while isinstance(target, functools.partial):
+        target = target.func
+    if not (inspect.isroutine(target) or inspect.isclass(target)):
+        target = getattr(type(target), "__call__", target)  # a callable object
+    target = inspect.unwrap(target)
+    if inspect.isgeneratorfunction(target) or inspect.isasyncgenfunction(target):
+        raise ConfigurationError(
+            f"tool {name!r}: args_validator must be a function (ctx, **arguments) that raises "
+            "ModelRetry or ToolFailed to refuse a call's arguments, not a generator (its body "
+            "would never run)"
         )
 
 
