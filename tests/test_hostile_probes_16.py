@@ -123,7 +123,7 @@ def test_an_args_validator_that_is_a_generator_is_refused_with_its_tool() -> Non
             yield
 
     for validator in (checks, checks_async, Checks(), functools.partial(checks_async)):
-        with pytest.raises(ConfigurationError, match="args_validator .*generator"):
+        with pytest.raises(ConfigurationError, match=r"args_validator .*generator"):
 
             @tool(args_validator=validator)
             def double(x: int) -> int:

@@ -218,7 +218,7 @@ def _check_args_validator(name: str, validator: object) -> None:
     while isinstance(target, functools.partial):
         target = target.func
     if not (inspect.isroutine(target) or inspect.isclass(target)):
-        target = getattr(type(target), "__call__", target)  # a callable object
+        target = type(target).__call__  # a callable object (refused above if not callable)
     target = inspect.unwrap(target)
     if inspect.isgeneratorfunction(target) or inspect.isasyncgenfunction(target):
         raise ConfigurationError(
