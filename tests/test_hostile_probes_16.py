@@ -11,11 +11,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import json
+from fractions import Fraction
 
 import pytest
 
 from tinyagents import Agent, ModelRetry, RunContext, RunLimits, RunStatus, Runtime, tool
 from tinyagents.errors import ConfigurationError, SteeringRejected
+from tinyagents.events import MASK, mask, summarize
 from tinyagents.harness import ModelRequest, ModelResponse, Usage
 from tinyagents.testkit import FunctionModel, ScriptedModel, tool_call
 
@@ -28,6 +31,10 @@ def _called(name: str, *, cost: float) -> ModelResponse:
     return dataclasses.replace(
         tool_call(name), usage=Usage(input_tokens=1, output_tokens=1, cost=cost)
     )
+
+
+#: A whole number Python neither prints nor reads as JSON (past 4,300 digits).
+HUGE = 10**5000
 
 
 @tool
@@ -128,3 +135,33 @@ def test_an_args_validator_that_is_a_generator_is_refused_with_its_tool() -> Non
             @tool(args_validator=validator)
             def double(x: int) -> int:
                 return 2 * x
+
+
+# -- huge integers inside what a summary prints -------------------------------------------------
+
+
+def test_a_summary_of_a_value_whose_text_holds_a_huge_integer_names_it() -> None:
+    """Found: round 15 named a huge integer that is a summary's key or value, but one inside
+    what a summary prints (a tuple or frozenset key, a dataclass's field, a ``Fraction``)
+    still raised a bare ``ValueError`` (Python prints no integer past 4,300 digits), from
+    ``summarize`` and from ``mask`` (a tuple key): a tool call whose arguments held one
+    failed its run on its event. Such a value is named by its type."""
+
+    @dataclasses.dataclass
+    class Box:
+        n: int
+
+    summary = summarize(
+        {(HUGE, 1): 1, frozenset([HUGE]): 2, "box": Box(HUGE), "f": Fraction(HUGE, 3)}
+    )
+    assert summary == {
+        "a tuple too long to print": 1,
+        "a frozenset too long to print": 2,
+        "box": "a Box too long to print",
+        "f": "a Fraction too long to print",
+    }
+    json.loads(json.dumps(summary))
+    assert summarize({"box": Box(HUGE)}, read_only=True) == {"box": "a Box too long to print"}
+    masked = mask({(HUGE, 1): {"password": "p"}, "api_key": "k"})
+    assert masked == {(HUGE, 1): {"password": MASK}, "api_key": MASK}
+    assert summarize({(1, 2): Fraction(1, 3)}) == {"(1, 2)": "Fraction(1, 3)"}  # as before

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sized
+from collections.abc import Callable, Sized
 from typing import Any
 
 from tinyagents.protocol.commands import INT_BOUND, ReadOnlyDict, ReadOnlyList
@@ -213,7 +213,20 @@ def _summary(
     if isinstance(value, int):
         # past MAX_INT_DIGITS no JSON reader takes it back: the event holding it was lost
         return value if -INT_BOUND < value < INT_BOUND else int_named(value)
-    return _summary(repr(value), max_chars, secret_keys, level, left, frozen)
+    return _summary(_printed(repr, value), max_chars, secret_keys, level, left, frozen)
+
+
+def _printed(show: Callable[[Any], str], value: Any) -> str:
+    """``show(value)`` (its ``str`` or ``repr``), but a value whose text holds an integer
+    Python will not print (past 4,300 digits: a tuple, a dataclass, a ``Fraction`` of one)
+    named by its type: printing it raised a bare ``ValueError``. Another ``ValueError`` of
+    a ``repr`` of its own is left as it was."""
+    try:
+        return show(value)
+    except ValueError as exc:
+        if "integer string conversion" not in str(exc):  # Python's words for that limit
+            raise
+        return f"a {type(value).__name__} too long to print"
 
 
 def _key_text(key: Any) -> str:
@@ -222,7 +235,7 @@ def _key_text(key: Any) -> str:
     by its size (``str`` raised ``ValueError`` past 4,300 digits)."""
     if isinstance(key, int) and not -INT_BOUND < key < INT_BOUND:
         return int_named(key)
-    return str(key)
+    return _printed(str, key)
 
 
 #: The read-only summary of an empty payload, one for all.
