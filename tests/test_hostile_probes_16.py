@@ -4,6 +4,17 @@ steering, ``@tool(args_validator=)``, a ``Command`` as a ``Send``'s argument, on
 sub-graphs, thread holds of graph runs).
 
 Each test is a probe that found something (named in its docstring) or holds a decision down.
+Probed and held (no test added): ``RunLimits`` and ``update_budget`` given NaN, infinities,
+negatives, booleans, text and integers past 4,300 digits for the two new limits (each a
+typed refusal); ``args_validator``s that raise other exceptions (the model is told), return
+values (ignored, as pydantic-ai's), are classes or callable objects, are async and hang
+(the tool's timeout ends them), or change their arguments; a ``Command`` as a ``Send``'s
+argument with odd or nested updates and resume values that are not JSON (an
+``InvalidUpdateError`` naming it); one-value sub-graphs under class-state parents and the
+reverse returning ``None``, other types and unknown keys; second graph runs on one thread
+after a failed start, a failed, interrupted or cancelled first run (no hold left in the
+store); ``delete_thread`` in a ``saving_together`` block that raises, is cancelled or
+deletes twice (SQLite file and ``:memory:``, PostgreSQL); the CLI's dot-segment escaping.
 """
 
 from __future__ import annotations
