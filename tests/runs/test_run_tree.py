@@ -188,6 +188,8 @@ def test_remaining_budget_counts_usage_and_time() -> None:
             "max_tokens": 0,  # never negative
             "max_input_tokens": None,
             "max_output_tokens": None,
+            "max_input_tokens_per_request": None,
+            "max_cost": None,
             "deadline_s": 18.0,
         }
         clock.advance(100)
