@@ -581,7 +581,9 @@ async def test_two_failed_calls_of_a_tool_in_one_response_count_two() -> None:
     their = PAgent(PFunctionModel(their_model), tools=[PTool(their_fn)], retries=3)
     with pytest.raises(UnexpectedModelBehavior, match="exceeded max retries count of 3"):
         await their.run("go")
-    assert their_seen == [0, 0, 1, 1, 2, 2, 3, 3]
+    # their last pair runs in two threads: the first's failure may end the run before the
+    # second has noted its retry (seen once, on a loaded machine)
+    assert their_seen in ([0, 0, 1, 1, 2, 2, 3, 3], [0, 0, 1, 1, 2, 2, 3])
 
     seen: list[int] = []
     our_fn = make(ModelRetry, seen)
