@@ -13,10 +13,11 @@ import shutil
 import signal
 import socket
 import sys
+import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from services import redis_url as shared_redis_url
@@ -415,3 +416,20 @@ async def workers(tmp_path: Path) -> AsyncIterator[Any]:
     finally:
         for worker in started:
             await worker.quit()
+
+
+T = TypeVar("T")
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool], *, within: float = 90
+) -> T:
+    """Poll ``probe`` until ``ok`` holds (a deadline against hangs, not a timing assertion)."""
+    deadline = time.monotonic() + within
+    while True:
+        value = await probe()
+        if ok(value):
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened; last value: {value!r}")
+        await asyncio.sleep(0.05)

@@ -8,12 +8,11 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-from conftest import CuttingProxy, RedisServer, WorkerError, WorkerProcess
+from conftest import CuttingProxy, RedisServer, WorkerError, WorkerProcess, eventually
 from worker import slow_agent
 
 from tinyagents import Runtime, SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
@@ -21,7 +20,6 @@ from tinyagents.distributed import RedisControl
 from tinyagents.distributed.wire import Keys
 from tinyagents.errors import ConfigurationError, ControlPlaneUnavailable, ReceiptTimeout
 
-T = TypeVar("T")
 OPERATOR = SteeringActor.human("olga", tenant_id="acme", scopes=["agent:control"])
 GLOBEX = SteeringActor.human("gus", tenant_id="globex", scopes=["agent:control"])
 
@@ -41,20 +39,6 @@ def command(
 
 def as_json(cmd: SteeringCommand) -> dict[str, Any]:
     return dict(cmd.model_dump(mode="json"))
-
-
-async def eventually(
-    probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool], *, within: float = 60
-) -> T:
-    """Poll ``probe`` until ``ok`` holds (a deadline against hangs, not a timing assertion)."""
-    deadline = time.monotonic() + within
-    while True:
-        value = await probe()
-        if ok(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never happened; last value: {value!r}")
-        await asyncio.sleep(0.05)
 
 
 def slow_agent_for_listing() -> Any:

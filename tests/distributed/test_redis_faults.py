@@ -7,13 +7,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import pytest
-from conftest import RedisServer
+from conftest import RedisServer, eventually
 
 from tinyagents import Runtime, SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.distributed import RedisControl
@@ -23,20 +22,6 @@ from tinyagents.distributed.wire import Envelope, Keys
 T = TypeVar("T")
 OPERATOR = SteeringActor.human("olga", tenant_id="acme", scopes=["agent:control"])
 LOGGER = "tinyagents.distributed"
-
-
-async def eventually(
-    probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool], *, within: float = 60
-) -> T:
-    """Poll ``probe`` until ``ok`` holds (a deadline against hangs, not a timing assertion)."""
-    deadline = time.monotonic() + within
-    while True:
-        value = await probe()
-        if ok(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never happened; last value: {value!r}")
-        await asyncio.sleep(0.05)
 
 
 def now(value: T) -> Callable[[], Awaitable[T]]:

@@ -8,19 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-from conftest import CuttingProxy, WorkerProcess
+from conftest import CuttingProxy, WorkerProcess, eventually
 from worker import slow_agent
 
 from tinyagents import Runtime, SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
 from tinyagents.distributed import RedisControl
 
-T = TypeVar("T")
 OPERATOR = SteeringActor.human("olga", tenant_id="acme", scopes=["agent:control"])
 TERMINAL = ("steering.applied", "steering.failed", "steering.rejected", "steering.superseded")
 
@@ -34,20 +32,6 @@ def command(run_id: str, kind: str, payload: dict[str, Any] | None = None) -> di
             payload=payload or {},
         ).model_dump(mode="json")
     )
-
-
-async def eventually(
-    probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool], *, within: float = 90
-) -> T:
-    """Poll ``probe`` until ``ok`` holds (a deadline against hangs, not a timing assertion)."""
-    deadline = time.monotonic() + within
-    while True:
-        value = await probe()
-        if ok(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never happened; last value: {value!r}")
-        await asyncio.sleep(0.05)
 
 
 def terminal_counts(history: list[dict[str, Any]], cid: str) -> dict[str, int]:

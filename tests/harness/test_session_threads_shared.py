@@ -410,20 +410,21 @@ async def test_a_second_graph_run_on_a_written_thread_is_thread_busy_in_memory()
         assert (await first.result()).status is RunStatus.COMPLETED
 
 
-async def test_a_graph_run_at_rest_on_an_interrupt_does_not_refuse_another_graph_run() -> None:
-    """A graph run that ended ``interrupted`` (at rest, resumable) writes nothing: a graph run
-    of another graph on its thread id runs, as across runtimes (its hold went as it ended)."""
+def _asking_graph() -> CompiledGraph:
+    """One node that asks a question (an interrupt), checkpointed in memory."""
 
     def ask(state: _Log) -> _Log:
         return {"log": [str(interrupt("why?"))]}
 
-    asking = (
-        StateGraph(_Log)
-        .add_node("ask", ask)
-        .add_edge(START, "ask")
-        .add_edge("ask", END)
-        .compile(checkpointer=MemoryCheckpointer())
-    )
+    graph = StateGraph(_Log).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
+    return graph.compile(checkpointer=MemoryCheckpointer())
+
+
+async def test_a_graph_run_at_rest_on_an_interrupt_does_not_refuse_another_graph_run() -> None:
+    """A graph run that ended ``interrupted`` (at rest, resumable) writes nothing: a graph run
+    of another graph on its thread id runs, as across runtimes (its hold went as it ended)."""
+
+    asking = _asking_graph()
     async with Runtime(testing=True) as rt:
         resting = await rt.start_graph(asking, {}, thread_id="t-g4", wait_on_interrupt=False)
         assert (await resting.result()).status is RunStatus.INTERRUPTED
@@ -439,16 +440,7 @@ async def test_a_graph_run_waiting_on_its_interrupt_is_still_its_threads_writer(
     on its thread id is refused, as while it ran (it was let through, and with a durable
     store took the waiting run's hold over and deleted it as it ended)."""
 
-    def ask(state: _Log) -> _Log:
-        return {"log": [str(interrupt("why?"))]}
-
-    asking = (
-        StateGraph(_Log)
-        .add_node("ask", ask)
-        .add_edge(START, "ask")
-        .add_edge("ask", END)
-        .compile(checkpointer=MemoryCheckpointer())
-    )
+    asking = _asking_graph()
     async with Runtime(testing=True) as rt:
         waiting = await rt.start_graph(asking, {}, thread_id="t-g5")
         for _ in range(200):
