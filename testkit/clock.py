@@ -48,6 +48,15 @@ class FakeClock:
             raise ArgumentError(
                 f"tick must be a finite number of seconds from 0 to {MAX_SECONDS:.0f}, got {tick}"
             )
+        try:
+            start.astimezone(UTC)
+        except OverflowError:
+            # its wall time is in the calendar, its UTC time not: every command made under
+            # it failed to be built ("created_at ... is out of range in UTC"), far from here
+            raise ArgumentError(
+                f"FakeClock's start {start.isoformat()} is out of range in UTC; give a start "
+                "whose UTC time is from year 1 to 9999"
+            ) from None
         self.start = start
         self.tick = tick
         self.elapsed = 0.0
@@ -55,6 +64,8 @@ class FakeClock:
     def now(self) -> datetime:
         try:
             value = self.start + timedelta(seconds=self.elapsed)
+            if value.tzinfo is not UTC:
+                value.astimezone(UTC)  # a time past the calendar in UTC too
         except OverflowError:
             # ``advance`` refuses this; ``tick`` got here reading by reading. Said here, and
             # the clock stays put, rather than a bare OverflowError out of whatever read it.
@@ -85,7 +96,7 @@ class FakeClock:
         elapsed = self.elapsed + seconds
         try:
             # Refused here, not at the next now(): a clock past datetime.max cannot tell time.
-            self.start + timedelta(seconds=elapsed)
+            (self.start + timedelta(seconds=elapsed)).astimezone(UTC)
         except OverflowError:
             raise ArgumentError(
                 f"advance({seconds}) takes the clock past {datetime.max.year} AD; "

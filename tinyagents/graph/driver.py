@@ -36,6 +36,8 @@ from tinyagents.graph.graph_runtime import Durability, check_durability
 from tinyagents.graph.lowering import (
     RESUME_KINDS,
     GraphSteering,
+    fork_id_problem,
+    fork_thread_id,
     nested_spec,
     nested_unreachable,
     never_applied,
@@ -120,6 +122,10 @@ class GraphCommandCheck(CheckPolicy):
                 "from (fork=True needs compile(checkpointer=...))"
             )
         problem = undeliverable(cmd, self.run_id)
+        if problem is None and cmd.fork and cmd.checkpoint_id is not None:
+            thread = self.run.head.thread_id if self.run is not None else ctx.target.thread_id
+            if thread is not None:  # accepted, it failed as it landed, naming no argument sent
+                problem = fork_id_problem(fork_thread_id(thread, cmd))
         if problem is None and cmd.kind is SteeringKind.REDIRECT:
             problem = goto_problem(self.graph, cmd.payload.get("goto"))
         if problem is None and cmd.kind is SteeringKind.UPDATE_STATE:

@@ -61,6 +61,7 @@ from tinyagents.protocol.commands import (
     mutable_copy,
     problems_line,
 )
+from tinyagents.protocol.ids import MAX_ID_LENGTH
 from tinyagents.runs.info import RunStatus
 from tinyagents.steering.queue import supersedes
 
@@ -972,6 +973,29 @@ def _status(steering: GraphSteering, run: GraphRun) -> dict[str, Any]:
 # -- fork -------------------------------------------------------------------------------------
 
 
+def fork_thread_id(thread_id: str, cmd: SteeringCommand) -> str:
+    """The thread a command with ``fork=True`` forks ``thread_id`` into: named after the
+    command (``<thread>~<correlation id>``), plus a tag of the sender's scope for a human's
+    (two senders' commands under one id are two commands, and two forks)."""
+    fork = f"{thread_id}~{cmd.correlation_id}"
+    scope = dedupe_scope(cmd.actor)
+    if scope:
+        fork += "~" + hashlib.sha256(scope.encode()).hexdigest()[:8]
+    return fork
+
+
+def fork_id_problem(fork: str) -> str | None:
+    """Why ``fork`` (``fork_thread_id``'s) cannot name a thread, or None: the id rule's bound."""
+    if len(fork) <= MAX_ID_LENGTH:
+        return None
+    return (
+        f"cannot fork: the fork's thread id, <thread_id>~<correlation_id>, would be "
+        f"{len(fork)} characters, and a thread id is at most {MAX_ID_LENGTH}; send it with a "
+        "shorter correlation_id, or fork the thread with graph.fork(..., new_thread_id=...) "
+        "and send the command to a run there"
+    )
+
+
 async def _on_fork(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand) -> dict[str, Any]:
     """Apply a command made against an older checkpoint on a fork of the thread there.
 
@@ -984,10 +1008,10 @@ async def _on_fork(steering: GraphSteering, run: GraphRun, cmd: SteeringCommand)
     graph, checkpointer = run.graph, run.checkpointer
     assert cmd.checkpoint_id is not None
     assert checkpointer is not None  # GraphCommandCheck refuses a fork of a run saving nothing
-    fork = f"{run.head.thread_id}~{cmd.correlation_id}"
-    scope = dedupe_scope(cmd.actor)
-    if scope:
-        fork += "~" + hashlib.sha256(scope.encode()).hexdigest()[:8]
+    fork = fork_thread_id(run.head.thread_id, cmd)
+    problem = fork_id_problem(fork)
+    if problem is not None:  # GraphCommandCheck refuses it at submit; a thread known only now
+        raise CannotApply(problem)
     affected: dict[str, Any] = {"fork_thread_id": fork, "forked_at": cmd.checkpoint_id}
     made = await checkpointer.latest(fork)
     if made is None:

@@ -11,7 +11,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
-from tinyagents.errors import ArgumentError, GraphError, GraphValidationError, UnknownTargetError
+from tinyagents.errors import (
+    ArgumentError,
+    GraphError,
+    GraphValidationError,
+    InvalidIdError,
+    UnknownTargetError,
+)
 from tinyagents.graph.checkpointing import (
     Head,
     interrupt_write,
@@ -41,6 +47,7 @@ from tinyagents.graph.types import (
     TaskState,
     check_subgraphs,
 )
+from tinyagents.protocol.ids import MAX_ID_LENGTH, shown_repr
 from tinyagents.runs.info import check_id
 from tinyagents.store.checkpoint.base import check_limit
 
@@ -458,6 +465,13 @@ async def fork(
     new_thread = new_thread_id
     if new_thread is None:
         new_thread = f"{thread_id}~{_clock.new_id('fork')}"
+        if len(new_thread) > MAX_ID_LENGTH:  # saved, it was a thread no call could name
+            raise InvalidIdError(
+                f"cannot fork thread {shown_repr(thread_id)} under its default name: "
+                f"<thread_id>~fork-<12 hex digits> is {len(new_thread)} characters, and a "
+                f"thread id is at most {MAX_ID_LENGTH}; name the fork with new_thread_id=...",
+                field="new_thread_id",
+            )
     head.thread_id = new_thread
     head.run_id = None  # the fork is a new execution: its first run gets a new run id
     head.seq, head.checkpoint_id = -1, None

@@ -17,7 +17,7 @@ import time
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from tinyagents import _clock
@@ -83,6 +83,16 @@ class InboxItem(Record):
 #: within this long after it was put (its owner died after taking it, or never came back)
 #: goes too: its submitter stopped waiting (``ReceiptTimeout``) long before.
 INBOX_RETENTION_S = 3600.0
+
+
+def seconds_before(now: datetime, seconds: float) -> datetime:
+    """``now`` less ``seconds``, or the calendar's first instant if that is before it (a
+    clock at 0001-01-01: a bare ``OverflowError`` at every inbox poll): nothing is older."""
+    try:
+        return now - timedelta(seconds=seconds)
+    except OverflowError:
+        return datetime.min.replace(tzinfo=UTC)
+
 
 #: How long a taken inbox item stays its taker's: one not answered within this long (its
 #: owner died between taking and answering, or the reply to the take was lost after COMMIT)

@@ -31,6 +31,7 @@ from tinyagents.store.base import (
     check_snapshots,
     judged_holder,
     newest_runs,
+    seconds_before,
     sendable,
     stored_reason,
     target_run_id,
@@ -339,7 +340,7 @@ class MemoryStore(Store):
 
     async def inbox_take(self, owner: str, *, limit: int = 100) -> list[InboxItem]:
         now = _clock.now()
-        expired = now - timedelta(seconds=INBOX_LEASE_S)
+        expired = seconds_before(now, INBOX_LEASE_S)
         taken: list[InboxItem] = []
         for request in self._inbox.values():
             if len(taken) >= limit:

@@ -14,7 +14,7 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,7 @@ from tinyagents.store.base import (
     readable_commands,
     readable_events,
     run_key,
+    seconds_before,
     sendable,
     sql_int,
     stored_reason,
@@ -839,7 +840,7 @@ class SqliteStore(Store):
 
     async def inbox_take(self, owner: str, *, limit: int = 100) -> list[InboxItem]:
         now = _clock.now()
-        expired = (now - timedelta(seconds=INBOX_LEASE_S)).isoformat()
+        expired = seconds_before(now, INBOX_LEASE_S).isoformat()
         # A read first: an empty inbox (the usual answer to a poll) costs no write lock.
         async with self._reading(
             f"SELECT 1 FROM inbox WHERE {_TAKEABLE} LIMIT 1", (owner, expired)
@@ -869,7 +870,7 @@ class SqliteStore(Store):
                 ),
                 (
                     PRUNE_INBOX,
-                    ((now - timedelta(seconds=INBOX_RETENTION_S)).isoformat(),),
+                    (seconds_before(now, INBOX_RETENTION_S).isoformat(),),
                     False,
                 ),
             ],
