@@ -36,13 +36,21 @@ from tinyagents import (
     SteeringTarget,
 )
 from tinyagents._clock import use_clock
-from tinyagents.errors import ArgumentError, InvalidIdError
+from tinyagents.errors import ArgumentError, ConfigurationError, InvalidIdError
 from tinyagents.graph import END, START, Command, StateGraph, interrupt
 from tinyagents.protocol.ids import MAX_ID_LENGTH
 from tinyagents.steering.policies import DEFAULT_MAX_TEXT_BYTES
 from tinyagents.store import MemoryStore, SqliteStore, Store
 from tinyagents.store.checkpoint import MemoryCheckpointer
-from tinyagents.testkit import EventWaiter, FakeClock, Gate, ScriptedModel, tool_call
+from tinyagents.testkit import (
+    EventWaiter,
+    FakeClock,
+    Gate,
+    ScriptedModel,
+    SequentialIds,
+    tool_call,
+    use_ids,
+)
 
 TERMINAL = {"steering.applied", "steering.rejected", "steering.superseded", "steering.failed"}
 TEST = SteeringActor.test()
@@ -289,3 +297,32 @@ async def test_an_inbox_used_at_the_first_second_of_the_calendar_takes_and_answe
         assert [i.request_id for i in taken] == ["q-1"]
         await store.inbox_answer("q-1", receipt)
         assert await store.inbox_receipt("q-1") == receipt
+
+
+# -- the clock and id sources swapped in wrongly ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("swap", "said"),
+    [
+        (lambda: use_clock(FakeClock), r"use_clock\(FakeClock\(\)\)"),  # type: ignore[arg-type]
+        (lambda: use_clock(None), "now"),  # type: ignore[arg-type]
+        (lambda: use_ids(SequentialIds), r"use_ids\(SequentialIds\(\)\)"),  # type: ignore[arg-type]
+        (lambda: use_ids("seq"), "new"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_clock_or_id_source_that_is_a_class_or_no_source_is_refused_when_swapped_in(
+    swap: Any, said: str
+) -> None:
+    """Found: ``use_clock(FakeClock)`` (the class, not a clock) and ``use_ids(SequentialIds)``
+    were taken, and the first timestamp or id any code asked for was a bare ``TypeError``
+    (``FakeClock.now() missing 1 required positional argument: 'self'``) from deep inside a
+    run; ``None`` or text an ``AttributeError``. Refused when swapped in, naming the fix, and
+    the source in use is left as it was."""
+    with pytest.raises(ConfigurationError, match=said):
+        with swap():
+            pass
+    result = asyncio.run(Agent("a", ScriptedModel(["ok"])).run("go"))
+    assert result.status is RunStatus.COMPLETED
+    with use_clock(FakeClock()), use_ids(SequentialIds()):  # instances are still taken
+        assert Agent("a", ScriptedModel(["ok"])).run_sync("go").run_id == "r-0001"

@@ -26,6 +26,8 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Protocol
 
+from tinyagents.errors import ConfigurationError
+
 
 class Clock(Protocol):
     def now(self) -> datetime: ...
@@ -154,8 +156,26 @@ def new_ordered_id(prefix: str) -> str:
     return _ids.get().new_ordered(prefix)
 
 
+def _check_source(call: str, source: object, methods: tuple[str, ...]) -> None:
+    """Refuse what cannot be the clock or id source ``call`` swaps in: taken, the first
+    timestamp or id asked for was a bare ``TypeError`` (a class: ``now()`` missing ``self``)
+    or ``AttributeError`` (``None``), far inside whatever asked."""
+    if isinstance(source, type):
+        raise ConfigurationError(
+            f"{call} takes an instance, got the class {source.__name__}: "
+            f"{call}({source.__name__}())"
+        )
+    missing = [m for m in methods if not callable(getattr(source, m, None))]
+    if missing:
+        raise ConfigurationError(
+            f"{call} takes an object with {' and '.join(f'{m}()' for m in methods)}, got "
+            f"{type(source).__name__} {str(source)[:100]!r} (no {', '.join(missing)})"
+        )
+
+
 @contextmanager
 def use_clock(clock: Clock) -> Iterator[Clock]:
+    _check_source("use_clock", clock, ("now", "monotonic"))
     token = _clock.set(clock)
     try:
         yield clock
@@ -165,6 +185,7 @@ def use_clock(clock: Clock) -> Iterator[Clock]:
 
 @contextmanager
 def use_ids(ids: IdSource) -> Iterator[IdSource]:
+    _check_source("use_ids", ids, ("new", "new_ordered"))
     token = _ids.set(ids)
     try:
         yield ids
