@@ -1,0 +1,189 @@
+"""Real clients, round seven: operators who race each other on one run (``requests`` in
+threads, ``curl``, httpx at once), and a steer the size of the payload limit sent by ``curl``
+(test_real_clients to _6 have the routes, heads, caches, reconnects and the CLI's help)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import threading
+from typing import Any, TypedDict
+
+import requests
+from operator_server import BASE, IDLE_S, Served, eventually
+
+from tinyagents.graph import END, START, StateGraph, interrupt
+from tinyagents.steering.policies import DEFAULT_MAX_TEXT_BYTES
+from tinyagents.store.checkpoint import MemoryCheckpointer
+
+TERMINAL = {"steering.applied", "steering.rejected", "steering.superseded", "steering.failed"}
+
+
+class Refund(TypedDict, total=False):
+    amount: str
+    answer: Any
+
+
+def ask(state: Refund) -> Refund:
+    return {"answer": interrupt(f"refund {state['amount']}?")}
+
+
+async def _history(served: Served, run_id: str) -> dict[str, list[str]]:
+    """Each command of ``run_id``'s history (the API's, as an operator reads it): its events."""
+    r = await served.client.get(f"{BASE}/runs/{run_id}/steering", headers=served.as_("alice"))
+    assert r.status_code == 200, r.text
+    return {c["correlation_id"]: c["events"] for c in r.json()}
+
+
+def _race(*calls: Any) -> list[Any]:
+    """Run each call in its own thread, released together; their results in order."""
+    barrier = threading.Barrier(len(calls))
+    results: list[Any] = [None] * len(calls)
+
+    def go(i: int, call: Any) -> None:
+        barrier.wait()
+        results[i] = call()
+
+    threads = [threading.Thread(target=go, args=(i, c)) for i, c in enumerate(calls)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+async def test_two_operators_answering_one_question_at_once_are_each_told_the_truth(
+    served: Served,
+) -> None:
+    """Alice approves and a colleague (another token of her tenant) rejects the same refund
+    question, at the same moment, from two ``requests`` sessions. The question is answered
+    once: exactly one of the two commands is applied, and the other is told it was not
+    (its history ends failed or superseded, never applied); the run's answer is the winner's."""
+    served.mint("carol", tenant="acme", rights="agent:observe,agent:control")
+    graph = StateGraph(Refund).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
+    run = await served.runtime.start_graph(
+        graph.compile(checkpointer=MemoryCheckpointer()),
+        {"amount": "12 EUR"},
+        thread_id="refund-race",
+        tenant_id="acme",
+    )
+
+    async def asked() -> Any:
+        r = await served.client.get(f"{BASE}/runs/{run.run_id}", headers=served.as_("alice"))
+        return r.json().get("interrupts")
+
+    (pending,) = await eventually(asked)
+    url = f"{served.url}{BASE}/runs/{run.run_id}/tasks/{pending['task_id']}/commands"
+
+    def answer(who: str, kind: str) -> requests.Response:
+        body = {"kind": kind, "payload": {"interrupt_id": pending["id"], "value": who}}
+        with requests.Session() as session:
+            return session.post(url, json=body, headers=served.as_(who), timeout=60)
+
+    approve, reject = await asyncio.to_thread(
+        _race, lambda: answer("alice", "approve"), lambda: answer("carol", "reject")
+    )
+    receipts = {"approve": approve.json(), "reject": reject.json()}
+    assert approve.status_code == 200 and reject.status_code == 200, receipts
+    result = await run.result()
+    assert result.status.value == "completed"
+
+    async def settled() -> Any:
+        history = await _history(served, run.run_id)
+        ends = {kind: history.get(r["correlation_id"], [{}])[-1] for kind, r in receipts.items()}
+        return ends if all(end.get("type") in TERMINAL for end in ends.values()) else None
+
+    ends = await eventually(settled)
+    applied = [kind for kind, end in ends.items() if end["type"] == "steering.applied"]
+    assert len(applied) == 1, ends
+    (winner,) = applied
+    assert result.output["answer"]["approved"] is (winner == "approve"), (result.output, ends)
+    for kind, receipt in receipts.items():
+        if kind != winner:
+            # accepted at once (both came in before either was applied), then told it lost
+            assert receipt["status"] in ("accepted", "rejected"), receipt
+            assert ends[kind]["type"] == "steering.failed", ends
+            assert "no pending interrupt" in ends[kind]["reason"], ends
+
+
+def _curl(*args: str) -> tuple[int, Any]:
+    """``curl -s`` with ``args``: its HTTP status and the JSON it read."""
+    done = subprocess.run(
+        ["curl", "-s", "-w", "\n%{http_code}", *args], capture_output=True, text=True, timeout=60
+    )
+    body, _, status = done.stdout.rpartition("\n")
+    return int(status), json.loads(body)
+
+
+async def test_one_command_sent_by_two_clients_at_once_is_taken_once(served: Served) -> None:
+    """An operator's script retries a steer while the first try is still in flight, with
+    the same ``correlation_id`` (what makes a retry safe), one try by ``curl``, the other by
+    ``requests``, at the same moment. Exactly one is accepted and the other is answered
+    ``duplicate``; the run's history holds the command once, applied once."""
+    run = await served.start_run("acme")
+    url = f"{served.url}{BASE}/runs/{run.run_id}/steer"
+    body = {"message": "focus on billing", "correlation_id": "c-retried-once"}
+    auth = served.as_("alice")["Authorization"]
+
+    def by_curl() -> tuple[int, Any]:
+        return _curl(
+            "-X", "POST", url, "-H", f"Authorization: {auth}",
+            "-H", "Content-Type: application/json", "--data-binary", json.dumps(body),
+        )  # fmt: skip
+
+    def by_requests() -> tuple[int, Any]:
+        r = requests.post(url, json=body, headers={"Authorization": auth}, timeout=60)
+        return r.status_code, r.json()
+
+    answers = await asyncio.to_thread(_race, by_curl, by_requests)
+    assert [status for status, _ in answers] == [200, 200], answers
+    statuses = sorted(receipt["status"] for _, receipt in answers)
+    assert statuses == ["accepted", "duplicate"], answers
+    assert {receipt["correlation_id"] for _, receipt in answers} == {"c-retried-once"}
+
+    async def applied() -> Any:
+        history = await _history(served, run.run_id)
+        steps = [e["type"] for e in history.get("c-retried-once", [])]
+        return steps if steps and steps[-1] in TERMINAL else None
+
+    steps = await eventually(applied)
+    assert steps[-1] == "steering.applied", steps
+    assert steps.count("steering.requested") == 1 and steps.count("steering.applied") == 1
+    assert list(await _history(served, run.run_id)) == ["c-retried-once"]
+    await run.cancel()
+
+
+async def test_curl_steers_with_an_instruction_the_size_of_the_limit_and_not_a_byte_more(
+    served: Served,
+) -> None:
+    """The payload limit counts its JSON's UTF-8 bytes: ``curl`` sends an instruction whose
+    payload is exactly the limit (in two-byte characters, so characters would count half)
+    and it is accepted; one byte more is refused with the receipt's reason, which says what
+    to do, and changes nothing (its history: requested, then rejected)."""
+    run = await served.start_run("acme", think_s=IDLE_S)
+    url = f"{served.url}{BASE}/runs/{run.run_id}/steer"
+    auth = served.as_("alice")["Authorization"]
+    overhead = len(json.dumps({"text": ""}, separators=(",", ":")))
+    room = DEFAULT_MAX_TEXT_BYTES - overhead  # bytes left for the text itself
+    exact = "é" * (room // 2) + "x" * (room % 2)
+    over = exact + "x"
+
+    def send(text: str, cid: str) -> tuple[int, Any]:
+        body = json.dumps({"message": text, "correlation_id": cid}, ensure_ascii=False)
+        return _curl(
+            "-X", "POST", url, "-H", f"Authorization: {auth}",
+            "-H", "Content-Type: application/json; charset=utf-8", "--data-binary", body,
+        )  # fmt: skip
+
+    status, receipt = await asyncio.to_thread(send, over, "c-over")
+    assert status == 200 and receipt["status"] == "rejected", receipt
+    assert f"> {DEFAULT_MAX_TEXT_BYTES} bytes" in receipt["reason"], receipt
+    assert "summary" in receipt["reason"], receipt
+    status, receipt = await asyncio.to_thread(send, exact, "c-exact")
+    assert status == 200 and receipt["status"] == "accepted", receipt
+    history = await _history(served, run.run_id)
+    assert [e["type"] for e in history["c-over"]] == ["steering.requested", "steering.rejected"]
+    (kept,) = [c for c in served.runtime.open_commands() if c.correlation_id == "c-exact"]
+    assert kept.payload["text"] == exact
+    await run.cancel()
