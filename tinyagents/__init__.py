@@ -59,6 +59,7 @@ from tinyagents.harness import (
 from tinyagents.protocol import (
     Boundary,
     CommandState,
+    RunStatus,
     SteeringActor,
     SteeringCommand,
     SteeringDelivery,
@@ -74,7 +75,6 @@ from tinyagents.runs import (
     RunInfo,
     RunLimits,
     RunResult,
-    RunStatus,
     RunUsage,
 )
 from tinyagents.runtime import Runtime

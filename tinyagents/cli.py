@@ -18,6 +18,7 @@ from rich.markup import escape
 
 from tinyagents import __version__
 from tinyagents.console import (
+    ENDED_UNCOMPLETED,
     TerminalConsole,
     audit_table,
     lifecycles,
@@ -285,16 +286,14 @@ def run_errors(events: list[Event]) -> dict[str, str]:
     return {
         e.run_id: e.error
         for e in events
-        if isinstance(e, RunEvent) and e.error and e.run_id and e.type in _ENDED
+        if isinstance(e, RunEvent) and e.error and e.run_id and e.type in ENDED_UNCOMPLETED
     }
 
-
-_ENDED = frozenset({"run.failed", "run.limit_exceeded", "run.cancelled", "run.aborted"})
 
 #: What ``inspect`` draws (``--json`` reads every event).
 _DRAWN = (
     "substr(type, 1, 9) = 'steering.' OR substr(type, 1, 6) = 'graph.' OR type IN "
-    "('run.failed', 'run.limit_exceeded', 'run.cancelled', 'run.aborted')"
+    f"({', '.join(repr(t) for t in sorted(ENDED_UNCOMPLETED))})"
 )
 
 

@@ -23,6 +23,7 @@ from rich.tree import Tree
 
 from tinyagents._record import Record
 from tinyagents.events.models import Event, SteeringEvent
+from tinyagents.protocol.state import CommandState, RunStatus
 
 #: Control characters (C0 but tab and newline, DEL, C1) dropped from text before it is shown.
 _UNSHOWN = dict.fromkeys([*range(0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0)])
@@ -54,8 +55,10 @@ class TerminalConsole(Console):
 
 
 #: The steering events that end a command's lifecycle.
-TERMINAL = frozenset(
-    {"steering.rejected", "steering.applied", "steering.superseded", "steering.failed"}
+TERMINAL = frozenset(f"steering.{state.value}" for state in CommandState if state.terminal)
+#: The ``run.*`` events of a run that ended without completing (they say why, in ``error``).
+ENDED_UNCOMPLETED = frozenset(
+    f"run.{status.value}" for status in RunStatus if status.finished and status != "completed"
 )
 
 _COLOUR = {
@@ -220,7 +223,7 @@ def describe(event: Event, *, models: bool = False) -> str | None:
         return (
             f"[dim]{event.type:<20} {name} {data.get('child_run_id')} {data.get('status', '')}[/]"
         )
-    if event.type in ("run.failed", "run.limit_exceeded", "run.cancelled"):
+    if event.type in ENDED_UNCOMPLETED:
         error = data.get("error") or ""
         return escape_markup(f"[red]{event.type:<20}[/] {event.run_id} ", error)
     if models and event.type == "model.request":

@@ -54,10 +54,10 @@ from tinyagents.protocol.commands import (
     SteeringReceipt,
     sender_tenant,
 )
-from tinyagents.protocol.state import CommandState
+from tinyagents.protocol.state import CommandState, RunStatus
 from tinyagents.runs.handle import RunHandle, RunResult
 from tinyagents.runs.host import provide_private_host
-from tinyagents.runs.info import RunInfo, RunStatus, lookup_id
+from tinyagents.runs.info import RunInfo, lookup_id
 from tinyagents.runs.live import LiveRuns, pending_by_run
 from tinyagents.runs.registry import RunRegistry
 from tinyagents.runs.tree import RunTreeNode

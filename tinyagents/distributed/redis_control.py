@@ -93,7 +93,7 @@ from tinyagents.protocol.commands import (
     dedupe_scope,
 )
 from tinyagents.protocol.ids import id_problem, shown_id
-from tinyagents.runs.info import RunStatus
+from tinyagents.protocol.state import UNFINISHED_RUN_STATUSES, RunStatus
 from tinyagents.store.base import read_snapshot, snapshot_time
 from tinyagents.store.urls import redacted
 
@@ -129,7 +129,6 @@ PASSED_OVER = (
     "steering log the workers share, so it does not take it: send it again (a new "
     "correlation id) to reach that run"
 )
-_LIVE = frozenset({"running", "paused", "interrupted"})
 #: How many runtimes known to share this worker's steering log ``RedisControl`` remembers.
 _SHARING_KEPT = 1024
 
@@ -769,7 +768,10 @@ class RedisControl:
             log.warning("could not read run %s from the steering log's store: %s", run_id, exc)
             return False
         shared = row is not None and row.get("owner") == owner
-        if shared or (snapshot.get("kind") == "agent" and snapshot.get("status") not in _LIVE):
+        if shared or (
+            snapshot.get("kind") == "agent"
+            and snapshot.get("status") not in UNFINISHED_RUN_STATUSES
+        ):
             self._sharing[owner] = shared
             if len(self._sharing) > _SHARING_KEPT:
                 self._sharing.pop(next(iter(self._sharing)))
@@ -1092,7 +1094,7 @@ class RedisControl:
             if raw is not None:
                 snapshot = self._loaded(raw)
                 if snapshot is not None and snapshot["run_id"] == run_id:
-                    if snapshot.get("status") in _LIVE:
+                    if snapshot.get("status") in UNFINISHED_RUN_STATUSES:
                         return _beaten(snapshot, beat)
                     if ended is None:
                         ended = _beaten(snapshot, beat)
@@ -1204,7 +1206,7 @@ def _newest_on_thread(
         s
         for s in snapshots
         if s.get("thread_id") == thread_id
-        and s.get("status") in _LIVE
+        and s.get("status") in UNFINISHED_RUN_STATUSES
         and (tenant is None or s.get("tenant_id") == tenant)
     ]
     return max(on_thread, key=_started_key, default=None)

@@ -46,16 +46,11 @@ from tinyagents.events.models import (
     surrogates_escaped,
 )
 from tinyagents.events.redact import mask
+from tinyagents.protocol.state import RunStatus
 
+#: The events that end a run's invocation: it finished, or it stopped on an interrupt.
 _RUN_END = frozenset(
-    {
-        "run.completed",
-        "run.cancelled",
-        "run.aborted",
-        "run.failed",
-        "run.limit_exceeded",
-        "run.interrupted",
-    }
+    f"run.{status.value}" for status in RunStatus if status.finished or status == "interrupted"
 )
 
 

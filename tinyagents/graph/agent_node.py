@@ -27,7 +27,7 @@ from tinyagents.graph.types import END, Command
 from tinyagents.harness.agent import Agent
 from tinyagents.harness.loop import cancel_run_task, start_agent_run
 from tinyagents.harness.subagent import output_or_raise
-from tinyagents.runs.info import RunStatus
+from tinyagents.protocol.state import RunStatus
 
 if TYPE_CHECKING:
     from tinyagents.graph.tasks import Task

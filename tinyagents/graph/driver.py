@@ -63,9 +63,10 @@ from tinyagents.protocol.commands import (
     SteeringKind,
     mutable_copy,
 )
+from tinyagents.protocol.state import RunStatus
 from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
 from tinyagents.runs.host import require_open
-from tinyagents.runs.info import RunInfo, RunStatus, withheld_below
+from tinyagents.runs.info import RunInfo, withheld_below
 from tinyagents.runs.registry import check_parent_open, check_parent_tenant, parent_run_id
 from tinyagents.steering.conflicts import RedirectConflict
 from tinyagents.steering.policy import CheckPolicy, PolicyContext

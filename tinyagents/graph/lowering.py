@@ -62,7 +62,7 @@ from tinyagents.protocol.commands import (
     problems_line,
 )
 from tinyagents.protocol.ids import MAX_ID_LENGTH
-from tinyagents.runs.info import RunStatus
+from tinyagents.protocol.state import RunStatus
 from tinyagents.steering.queue import supersedes
 
 if TYPE_CHECKING:

@@ -21,8 +21,9 @@ from tinyagents.protocol.commands import (
     SteeringCommand,
     SteeringKind,
 )
+from tinyagents.protocol.state import RunStatus
 from tinyagents.runs.handle import RunHandle, RunResult
-from tinyagents.runs.info import RunInfo, RunStatus, event_error, withheld_below
+from tinyagents.runs.info import RunInfo, event_error, withheld_below
 
 if TYPE_CHECKING:
     from tinyagents.graph.executor import GraphRun

@@ -14,7 +14,8 @@ from tinyagents.protocol.commands import (
     SteeringDelivery,
     SteeringKind,
 )
-from tinyagents.runs.info import RunStatus, narrow_run
+from tinyagents.protocol.state import RunStatus
+from tinyagents.runs.info import narrow_run
 from tinyagents.steering.conflicts import narrow_models, narrow_tools
 from tinyagents.steering.policy import CheckPolicy, PolicyContext
 

@@ -122,16 +122,10 @@ from tinyagents.protocol.commands import (
     SteeringKind,
     SteeringTarget,
 )
+from tinyagents.protocol.state import RunStatus
 from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
 from tinyagents.runs.host import RunHost, require_open
-from tinyagents.runs.info import (
-    RunInfo,
-    RunStatus,
-    check_id,
-    run_event,
-    subagent_event,
-    withheld_below,
-)
+from tinyagents.runs.info import RunInfo, check_id, run_event, subagent_event, withheld_below
 from tinyagents.runs.limits import RunLimits
 from tinyagents.runs.registry import check_parent_open, parent_run_id
 from tinyagents.steering.inbox import LATE
@@ -2552,9 +2546,7 @@ async def run_events(
 
 
 #: The events a run's end publishes (the stream of an agent run stops at its own).
-_RUN_ENDS = frozenset(
-    {"run.completed", "run.cancelled", "run.aborted", "run.failed", "run.limit_exceeded"}
-)
+_RUN_ENDS = frozenset(f"run.{status.value}" for status in RunStatus if status.finished)
 
 
 def _unfreeze(handle: RunHandle, runtime: RunHost) -> None:

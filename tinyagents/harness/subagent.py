@@ -41,10 +41,11 @@ from tinyagents.harness.tools import (
     refuse_unknown_arguments,
     to_text,
 )
+from tinyagents.protocol.state import RunStatus
 from tinyagents.protocol.text import shows_nothing
 from tinyagents.runs.handle import RunHandle, RunResult
 from tinyagents.runs.host import private_host
-from tinyagents.runs.info import RunStatus, check_id, event_error
+from tinyagents.runs.info import check_id, event_error
 
 if TYPE_CHECKING:
     from tinyagents.runs.host import RunHost

@@ -1,5 +1,6 @@
 """The vocabulary every layer shares: commands, targets, actors, kinds, payloads, the receipt,
-``Boundary`` and ``CommandState`` (DESIGN.md §1, the protocol layer).
+``Boundary``, ``CommandState``, and ``RunStatus`` with its ``UNFINISHED_RUN_STATUSES`` (DESIGN.md §1,
+the protocol layer).
 
     from tinyagents.protocol import SteeringCommand, SteeringKind, SteeringTarget, SteeringActor
 
@@ -49,7 +50,7 @@ from tinyagents.protocol.commands import (
     command_json_schema,
     validate_payload,
 )
-from tinyagents.protocol.state import CommandState
+from tinyagents.protocol.state import UNFINISHED_RUN_STATUSES, CommandState, RunStatus
 
 if TYPE_CHECKING:  # imported on first use (tinyagents._lazy)
     from tinyagents.protocol.payloads import PAYLOAD_MODELS
@@ -59,6 +60,7 @@ __all__ = [
     "CONTROL_KINDS",
     "MESSAGE_KINDS",
     "PAYLOAD_MODELS",
+    "UNFINISHED_RUN_STATUSES",
     "AgentRunTarget",
     "AnyActor",
     "AnyTarget",
@@ -71,6 +73,7 @@ __all__ = [
     "MiddlewareActor",
     "ParentAgentActor",
     "ReceiptStatus",
+    "RunStatus",
     "SteeringActor",
     "SteeringCommand",
     "SteeringDelivery",

@@ -10,9 +10,11 @@
 graph driver the other.
 """
 
+# ``RunStatus`` moved to the protocol layer (every layer reads it); still importable from here.
+from tinyagents.protocol import RunStatus as RunStatus
 from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
 from tinyagents.runs.host import RunHost
-from tinyagents.runs.info import RunInfo, RunStatus
+from tinyagents.runs.info import RunInfo
 from tinyagents.runs.limits import RunLimits, RunUsage
 from tinyagents.runs.registry import RunRegistry
 from tinyagents.runs.tree import RunTree, RunTreeNode
@@ -25,7 +27,6 @@ __all__ = [
     "RunLimits",
     "RunRegistry",
     "RunResult",
-    "RunStatus",
     "RunTree",
     "RunTreeNode",
     "RunUsage",

@@ -34,7 +34,8 @@ from tinyagents.protocol.commands import (
     SteeringReceipt,
     SteeringTarget,
 )
-from tinyagents.runs.info import RunInfo, RunStatus
+from tinyagents.protocol.state import RunStatus
+from tinyagents.runs.info import RunInfo
 from tinyagents.runs.limits import BUDGET_FIELDS, RunLimits
 from tinyagents.steering.inbox import Inbox
 from tinyagents.steering.policy import Policy, PolicyChain, PolicyList

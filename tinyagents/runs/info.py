@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Container, Iterable
 from dataclasses import field
 from datetime import datetime
-from enum import StrEnum
 from functools import cache
 from typing import Any, Literal, TypedDict
 
@@ -14,34 +13,8 @@ from tinyagents._record import Record, record
 from tinyagents.errors import ArgumentError, InvalidIdError
 from tinyagents.events.models import E, SubAgentEvent
 from tinyagents.protocol.ids import MAX_ID_LENGTH, id_problem, shown_repr
+from tinyagents.protocol.state import RunStatus
 from tinyagents.runs.limits import RunLimits, RunUsage
-
-
-class RunStatus(StrEnum):
-    RUNNING = "running"
-    PAUSED = "paused"
-    COMPLETED = "completed"
-    CANCELLED = "cancelled"
-    ABORTED = "aborted"
-    LIMIT_EXCEEDED = "limit_exceeded"
-    FAILED = "failed"
-    INTERRUPTED = "interrupted"
-
-    @property
-    def finished(self) -> bool:
-        """No boundary will be reached again (``interrupted`` graphs can still be resumed)."""
-        return self in _FINISHED
-
-
-_FINISHED = frozenset(
-    {
-        RunStatus.COMPLETED,
-        RunStatus.CANCELLED,
-        RunStatus.ABORTED,
-        RunStatus.LIMIT_EXCEEDED,
-        RunStatus.FAILED,
-    }
-)
 
 
 @cache

@@ -19,8 +19,9 @@ from typing import Any
 from tinyagents._record import Record, record
 from tinyagents.errors import ConfigurationError, ThreadBusy
 from tinyagents.protocol.commands import SteeringActor, sender_tenant
+from tinyagents.protocol.state import RunStatus
 from tinyagents.runs.handle import RunHandle
-from tinyagents.runs.info import RunInfo, RunStatus, lookup_id
+from tinyagents.runs.info import RunInfo, lookup_id
 from tinyagents.runs.tree import RunTree
 
 #: The run ids something still waits on (open commands, deferred commands), asked lazily.

@@ -92,7 +92,7 @@ from tinyagents.protocol.ids import (
     shown_id,
     shown_name,
 )
-from tinyagents.runs.info import RunStatus
+from tinyagents.protocol.state import RunStatus
 from tinyagents.server.answers import (
     CommandHistoryEntry,
     Liveness,

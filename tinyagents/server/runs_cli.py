@@ -36,7 +36,7 @@ from tinyagents.protocol.commands import (
     SteeringTarget,
 )
 from tinyagents.protocol.ids import id_problem, shown_id, shown_name
-from tinyagents.runs.info import RunStatus
+from tinyagents.protocol.state import RunStatus
 from tinyagents.server.control import Control, command_target, decode_cursor, task_entry
 from tinyagents.store.open import open_store
 from tinyagents.store.sqlite import SqliteStore

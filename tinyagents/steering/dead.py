@@ -54,7 +54,7 @@ from tinyagents.protocol.commands import (
     SubAgentRunTarget,
     dedupe_scope,
 )
-from tinyagents.runs.info import RunStatus
+from tinyagents.protocol.state import UNFINISHED_RUN_STATUSES, RunStatus
 from tinyagents.steering.inbox import LATE
 from tinyagents.steering.policies import CONTROL_SCOPE
 from tinyagents.store.base import Store, StoredCommand, run_key
@@ -66,7 +66,6 @@ CLAIM_STALE_S = 30.0
 #: How many runs of the dead run's tree are read at once.
 _PAGE = 500
 _OPEN = ("accepted", "deferred")
-_UNFINISHED = frozenset(status.value for status in RunStatus if not status.finished)
 
 
 def declares_dead(cmd: SteeringCommand) -> bool:
@@ -286,7 +285,7 @@ async def _dead_below(store: Store, snapshot: dict[str, Any]) -> list[dict[str, 
     return [
         s
         for s in tree.values()
-        if s.get("owner") == owner and s.get("status") in _UNFINISHED and below(s)
+        if s.get("owner") == owner and s.get("status") in UNFINISHED_RUN_STATUSES and below(s)
     ]
 
 

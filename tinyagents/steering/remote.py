@@ -36,7 +36,7 @@ from tinyagents.protocol.commands import (
     checked,
     dedupe_scope,
 )
-from tinyagents.runs.info import RunStatus
+from tinyagents.protocol.state import UNFINISHED_RUN_STATUSES, RunStatus
 from tinyagents.steering.dead import declares_dead, forbidden, settle_dead_run
 from tinyagents.steering.policies import not_found
 from tinyagents.store.base import SILENCE_S, Store, may_pass, run_key, snapshot_time
@@ -183,7 +183,7 @@ async def target_snapshot(store: Store, cmd: SteeringCommand) -> dict[str, Any] 
 
 
 #: The statuses of runs that may still take a command, and how many a thread lookup reads at once.
-_UNFINISHED = tuple(status.value for status in RunStatus if not status.finished)
+_UNFINISHED = tuple(sorted(status.value for status in UNFINISHED_RUN_STATUSES))
 _THREAD_PAGE = 200
 
 

@@ -38,7 +38,7 @@ from tinyagents.protocol.commands import (
     dedupe_scope,
 )
 from tinyagents.protocol.ids import id_problem, shown_id
-from tinyagents.protocol.state import CommandState
+from tinyagents.protocol.state import UNFINISHED_RUN_STATUSES, CommandState
 from tinyagents.store._lookups import checked_lookups
 
 _log = logging.getLogger("tinyagents.store")
@@ -687,16 +687,12 @@ def judged_holder(
     taken before its run's row said finished (a let-go that failed) is read by the row."""
     if snapshot is None:
         return unsaved_holder(run_id, owner, taken_at, silence_s)
-    if owner is None or snapshot.get("status") in _UNFINISHED:
+    if owner is None or snapshot.get("status") in UNFINISHED_RUN_STATUSES:
         return snapshot
     if taken_since is None:
         taken, updated = snapshot_time(taken_at), snapshot_time(snapshot.get("updated_at"))
         taken_since = taken is not None and updated is not None and taken > updated
     return unsaved_holder(run_id, owner, taken_at, silence_s) if taken_since else snapshot
-
-
-#: The statuses of a run snapshot that has not finished (``RunStatus.finished``)
-_UNFINISHED = frozenset({"running", "paused", "interrupted"})
 
 
 def snapshot_time(value: object) -> datetime | None:

@@ -54,9 +54,10 @@ from tinyagents.protocol.commands import (
     SteeringReceipt,
     SteeringTarget,
 )
+from tinyagents.protocol.state import RunStatus
 from tinyagents.runs.handle import RunHandle
 from tinyagents.runs.host import RunHost
-from tinyagents.runs.info import RunStatus, run_event
+from tinyagents.runs.info import run_event
 from tinyagents.supervisor._eager import start_eagerly
 from tinyagents.supervisor.judge import Judge, JudgeError, JudgeInput, judge_model, usage_data
 from tinyagents.supervisor.rules import RunCounters, check
