@@ -519,3 +519,64 @@ def test_compact_json_writes_what_json_dumps_with_compact_separators_writes(valu
 def test_compact_json_refuses_an_integer_python_writes_as_no_json() -> None:
     with pytest.raises(InvalidUpdateError, match="digits"):
         compact_json({"n": 10 ** (sys.get_int_max_str_digits() + 1)})
+
+
+def _release_fails_once(cp: SqliteCheckpointer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next release of a lease fails as a database failure does (``StoreError``): its row
+    stays, and the checkpointer remembers it let go of it (``_unreleased``)."""
+    fetch = cp._fetch
+    failed: list[str] = []
+
+    async def failing(sql: str, params: tuple[object, ...]) -> list[object]:
+        if sql.startswith("DELETE FROM thread_leases WHERE thread_id = ? AND owner") and not failed:
+            failed.append(sql)
+            raise StoreError("disk I/O error")
+        return await fetch(sql, params)
+
+    monkeypatch.setattr(cp, "_fetch", failing)
+
+
+@pytest.mark.parametrize("where", ["file", ":memory:"])
+@pytest.mark.parametrize("together", [True, False], ids=["in a block", "alone"])
+async def test_a_deleted_thread_whose_release_failed_is_forgotten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, together: bool
+) -> None:
+    """Found: ``delete_thread`` in a ``saving_together`` block (and on ``":memory:"``) deleted
+    the lease row a failed release had left, but kept the checkpointer's note of it, one
+    entry per such thread for the checkpointer's life; only the file's own transaction
+    dropped it."""
+    path = tmp_path / "db.sqlite" if where == "file" else ":memory:"
+    async with SqliteCheckpointer(path) as cp:
+        await cp.acquire("t", "run-1")
+        _release_fails_once(cp, monkeypatch)
+        await cp.release("t", "run-1")
+        assert cp._unreleased == {"t": "run-1"}
+        if together:
+            async with cp.saving_together():
+                await cp.delete_thread("t")
+        else:
+            await cp.delete_thread("t")
+        assert cp._unreleased == {}
+        await cp.acquire("t", "run-2")  # and the thread is taken as any new one
+
+
+@pytest.mark.parametrize("where", ["file", ":memory:"])
+async def test_a_delete_undone_with_its_block_keeps_the_failed_release_in_mind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """The note goes with the block's commit, not with the delete: a block that raises puts
+    the lease row back, and it is still this process's own, let go of, taken at once here
+    (not ``ThreadBusy`` until it expires)."""
+    path = tmp_path / "db.sqlite" if where == "file" else ":memory:"
+    async with SqliteCheckpointer(path) as cp:
+        await cp.acquire("t", "run-1")
+        _release_fails_once(cp, monkeypatch)
+        await cp.release("t", "run-1")
+        with pytest.raises(RuntimeError, match="undo"):
+            async with cp.saving_together():
+                await cp.delete_thread("t")
+                raise RuntimeError("undo")
+        assert cp._unreleased == {"t": "run-1"}
+        await cp.acquire("t", "run-2")
+        await cp.release("t", "run-2")
+        assert cp._unreleased == {}

@@ -35,7 +35,7 @@ import os
 import secrets
 import sqlite3
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextvars import ContextVar
 from typing import Any, NoReturn
 
@@ -71,10 +71,11 @@ from tinyagents.store.sqlite import (
 )
 from tinyagents.store.urls import check_file_name, is_sqlite_url, sqlite_path
 
-#: The checkpointer whose ``saving_together`` block the current task is in, and that
-#: block's connection, in its transaction: a list, emptied as the block ends, since a task
-#: started in the block copies the variable and may save after it (on a closed connection,
-#: or one given back to the pool, before).
+#: The checkpointer whose ``saving_together`` block the current task is in, that block's
+#: connection, in its transaction, and the threads it deleted (their failed releases are
+#: forgotten once it commits): a list, emptied as the block ends, since a task started in the
+#: block copies the variable and may save after it (on a closed connection, or one given back
+#: to the pool, before).
 _together: ContextVar[list[Any] | None] = ContextVar(
     "tinyagents_sqlite_saving_together", default=None
 )
@@ -455,7 +456,7 @@ class SqliteCheckpointer(Checkpointer):
             conn = await connect(self.path, isolation_level=None)
         except (sqlite3.Error, ValueError) as exc:
             raise StoreError(f"SQLite checkpointer {self.path!r}: {exc}") from exc
-        token = _together.set(block := [self, conn])
+        token = _together.set(block := [self, conn, set()])
         try:
             await self._fetch("PRAGMA busy_timeout=10000", ())
             await self._fetch(f"PRAGMA synchronous={self.synchronous}", ())
@@ -467,6 +468,7 @@ class SqliteCheckpointer(Checkpointer):
                     await conn.execute("ROLLBACK")
                 raise
             await self._fetch("COMMIT", ())
+            self._forget_unreleased(block[2])
         finally:
             block.clear()  # ended: a task started in it saves on its own now
             _together.reset(token)
@@ -477,7 +479,7 @@ class SqliteCheckpointer(Checkpointer):
         """``saving_together`` on a ``":memory:"`` database: one transaction on its one
         connection, which the block holds (``_block``) until it ends."""
         await self._take_block()
-        token = _together.set(block := [self, db])
+        token = _together.set(block := [self, db, set()])
         try:
             await self._fetch("BEGIN IMMEDIATE", ())
             try:
@@ -487,10 +489,17 @@ class SqliteCheckpointer(Checkpointer):
                     await db.execute("ROLLBACK")
                 raise
             await self._fetch("COMMIT", ())
+            self._forget_unreleased(block[2])
         finally:
             block.clear()  # ended: a task started in it saves on its own now
             _together.reset(token)
             self._block.release()
+
+    def _forget_unreleased(self, deleted: Iterable[str]) -> None:
+        """Threads whose lease rows are deleted for good: a failed release of theirs
+        (``_unreleased``) has no row left to take over."""
+        for thread_id in deleted:
+            self._unreleased.pop(thread_id, None)
 
     async def latest(self, thread_id: str, ns: str = "") -> CheckpointRecord | None:
         if unheld_key(thread_id, ns, nul=False):
@@ -637,17 +646,22 @@ class SqliteCheckpointer(Checkpointer):
                     raise ThreadBusy(thread_id)
             for table in ("checkpoints", "checkpoint_writes", "thread_leases"):
                 await self._fetch(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
+            together[2].add(thread_id)  # undone if the block raises: forgotten at its commit
             return
         if self._file is None:  # ":memory:": no other process can hold a thread
             for table in ("checkpoints", "checkpoint_writes", "thread_leases"):
                 await self._fetch(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
+            if together and together[0] is self:
+                together[2].add(thread_id)  # in the block's transaction, as above
+            else:
+                self._forget_unreleased((thread_id,))
             return
         unreleased = self._unreleased.get(thread_id)
         try:
             await asyncio.to_thread(self._delete_thread, thread_id, unreleased)
         except sqlite3.Error as exc:
             raise StoreError(f"SQLite checkpointer {self.path!r}: {exc}") from exc
-        self._unreleased.pop(thread_id, None)
+        self._forget_unreleased((thread_id,))
 
     def _delete_thread(self, thread_id: str, unreleased: str | None) -> None:
         """``delete_thread``'s transaction, in a worker thread: ``BEGIN IMMEDIATE`` holds the
