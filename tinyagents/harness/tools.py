@@ -801,7 +801,8 @@ def _smaller(a: float | None, b: float | None) -> float | None:
 
 def to_text(value: Any) -> str:
     """What the model reads of a tool's return value: text as it is, anything else as JSON
-    (a NaN or infinite float as ``null``).
+    (a NaN or infinite float as ``null``), but a value whose JSON is a string (a datetime, a
+    UUID, a Decimal, an Enum of text) as that string, unquoted, as pydantic-ai sends it.
 
     Messages carry text only (pydantic-ai sends a ``BinaryContent`` as a file): bytes that are
     UTF-8 text are that text, other bytes base64 under a line that says so, as pydantic-ai
@@ -819,6 +820,8 @@ def to_text(value: Any) -> str:
         jsonable = to_jsonable_python(value, fallback=_unserializable)
     except UnicodeDecodeError:  # bytes that are no text, somewhere inside
         jsonable = to_jsonable_python(value, fallback=_unserializable, bytes_mode="base64")
+    if isinstance(jsonable, str):
+        return jsonable
     try:
         return json.dumps(jsonable, ensure_ascii=False, allow_nan=False)
     except ValueError:
