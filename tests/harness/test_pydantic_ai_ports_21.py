@@ -49,6 +49,7 @@ from tests.harness.test_pydantic_ai_ports_19 import (
     theirs,
 )
 from tinyagents import Agent, FunctionToolset, ModelRetry, RunContext, RunStatus, ToolOutput
+from tinyagents.errors import ConfigurationError
 from tinyagents.harness import Message, ModelResponse, ToolCall, Usage
 from tinyagents.testkit import FunctionModel, ScriptedModel, tool_call
 
@@ -651,3 +652,73 @@ async def test_new_messages_index_during_iter_with_pruning_and_history() -> None
     ]
     assert result.new_messages() == result.messages
     assert flat(their_result.new_messages()) == flat(their_result.all_messages())
+
+
+# --- a history whose calls and results do not pair up (tests/test_transcript_repair.py) ------
+
+
+async def test_dangling_tool_call_and_orphaned_result_are_refused_not_repaired() -> None:
+    # ports ::test_dangling_tool_call_gets_synthesized_return and
+    # ::test_orphaned_tool_result_dropped. Kept on purpose, a difference: pydantic-ai repairs
+    # such a history before each request (a call left unanswered is given a result it makes
+    # up, "The tool call was interrupted before a result was produced."; a result answering
+    # no call is dropped); ours refuses it before anything starts, ConfigurationError naming
+    # the call (docs/harness.md, "Starting runs"), as it refused it before pydantic-ai
+    # repaired it (test_a_history_with_unanswered_tool_calls_is_refused): the conversation
+    # sent is the caller's, not one changed in silence.
+    received: list[list[tuple[str, str]]] = []
+
+    def their_model(messages: list[ModelMessage], info: AgentInfo) -> PModelResponse:
+        received.append(flat(messages))
+        return PModelResponse(parts=[TextPart("All done.")])
+
+    their = PAgent(PFunctionModel(their_model))
+    dangling = [
+        PModelRequest(parts=[UserPromptPart("What is the weather?")]),
+        PModelResponse(parts=[ToolCallPart("get_weather", {"city": "Paris"}, tool_call_id="c1")]),
+        PModelRequest(parts=[UserPromptPart("Never mind, tell me a joke.")]),
+        PModelResponse(parts=[TextPart("Here is a joke.")]),
+    ]
+    await their.run("Explain?", message_history=dangling)
+    interrupted = "The tool call was interrupted before a result was produced."
+    assert received[0][:3] == [
+        ("user", "What is the weather?"),
+        ("assistant", ""),
+        ("tool", interrupted),
+    ]
+    orphaned = [
+        PModelRequest(
+            parts=[
+                UserPromptPart("What is the weather?"),
+                ToolReturnPart("get_weather", "Sunny", tool_call_id="ghost"),
+            ]
+        ),
+        PModelResponse(parts=[TextPart("It is sunny.")]),
+    ]
+    await their.run("Thanks.", message_history=orphaned)
+    assert received[1] == [
+        ("user", "What is the weather?"),
+        ("assistant", "It is sunny."),
+        ("user", "Thanks."),
+    ]
+
+    model = ScriptedModel(["never"])
+    agent = Agent("a", model)
+    ours_dangling = [
+        Message(role="user", content="What is the weather?"),
+        Message(
+            role="assistant",
+            tool_calls=[ToolCall(id="c1", name="get_weather", args={"city": "Paris"})],
+        ),
+        Message(role="user", content="Never mind, tell me a joke."),
+        Message(role="assistant", content="Here is a joke."),
+    ]
+    ours_orphaned = [
+        Message(role="user", content="What is the weather?"),
+        Message(role="tool", content="Sunny", tool_call_id="ghost"),
+        Message(role="assistant", content="It is sunny."),
+    ]
+    for history, call in [(ours_dangling, "c1"), (ours_orphaned, "ghost")]:
+        with pytest.raises(ConfigurationError, match=call):
+            await agent.run("Explain?", history=history)
+    assert model.requests == []
