@@ -1,9 +1,11 @@
 """pydantic-ai's history processors that replace or reorder the history, what a tool's
 return value reads as, tools added while a run goes on, retries and usage as a run's
-functions see them, ported (a twenty-first batch; see test_pydantic_ai_ports.py to _20).
+functions see them, tool names under prefixes, histories whose calls do not pair up,
+ported (a twenty-first batch; see test_pydantic_ai_ports.py to _20).
 
 Each test names the pydantic-ai test it ports (pydantic/pydantic-ai, ``tests/test_agent.py``,
-``tests/test_tools.py``, ``tests/test_history_processor.py``, ``tests/test_usage_limits.py``,
+``tests/test_tools.py``, ``tests/test_toolsets.py``, ``tests/test_history_processor.py``,
+``tests/test_usage_limits.py``, ``tests/test_transcript_repair.py``,
 ``tests/models/test_model_function.py``); most run pydantic-ai itself beside ours (its
 ``FunctionModel``, or its ``ToolReturnPart``) on the same conversation or value.
 """
@@ -302,6 +304,9 @@ async def test_wrapper_override_forwards_retries() -> None:
     calls.clear()
     result = await agent.run("Hello")  # outside the block, the agent's 3 again
     assert result.status is RunStatus.FAILED and calls == [1, 1, 1, 1]
+
+
+# --- an output function that is a bound method (tests/test_agent.py) ------------------------
 
 
 class Weather(BaseModel):
