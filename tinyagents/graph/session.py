@@ -241,6 +241,10 @@ class GraphSession:
                 input=input,
                 limit=limit,
             )
+        if head is None and empty_command(input):
+            # nothing to write, answer or go to, and no checkpoint to go on from: the same
+            # GraphError as None (LangGraph's "Received empty Command input")
+            input = None
         written: frozenset[str] | None = None
         continues = head is not None and (input is None or isinstance(input, Command))
         if head is None and starts_thread(input):
@@ -558,6 +562,18 @@ def starts_thread(input: Any) -> bool:
         and (input.update is not None or bool(input.goto_list()))
         and input.resume is UNSET
         and input.graph is None
+    )
+
+
+def empty_command(input: Any) -> bool:
+    """Whether ``input`` is a ``Command`` that carries nothing: no update, resume, goto or
+    target graph (``Command()``)."""
+    return (
+        isinstance(input, Command)
+        and input.update is None
+        and input.resume is UNSET
+        and input.graph is None
+        and not input.goto_list()
     )
 
 
