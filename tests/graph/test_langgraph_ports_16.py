@@ -8,8 +8,8 @@ a ``defer=True`` node inside it, a ``Command(graph=PARENT)`` two levels down, th
 ``updates`` / ``values`` streams of its question and answer with ``subgraphs=True``, its
 history's ``filter`` / ``limit`` / ``before``, the run's ``context`` in it and in a ``Send``
 after it, an ``Overwrite`` in its ``Command(graph=PARENT)``, ``Send`` tasks to it that ask;
-parallel questions answered one id at a time; an ``update_state`` as a node whose router
-sends. Each program is written once and run on both libraries (``OURS`` / ``THEIRS``),
+the ``custom`` items of its node and of that node's task; parallel questions answered one id
+at a time; an ``update_state`` as a node whose router sends. Each program is written once and run on both libraries (``OURS`` / ``THEIRS``),
 the outcomes compared; where ours differs on purpose (a sub-graph hands back what it changed,
 ``durability="exit"`` keeps every step's checkpoint, a ``tasks`` start has no ``triggers``),
 the difference is pinned.
@@ -29,6 +29,7 @@ from langgraph_kit import (
     Log,
     cfg,
     lg_errors,
+    lg_func,
     lg_managed,
     lg_memory,
     lg_types,
@@ -41,6 +42,7 @@ from tinyagents.errors import GraphError
 from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
 
 lg_runtime = pytest.importorskip("langgraph.runtime")
+lg_config = pytest.importorskip("langgraph.config")
 
 
 def saver(g: Any) -> Any:
@@ -736,3 +738,59 @@ async def test_sends_to_an_asking_sub_graph_answered_one_by_one() -> None:
     assert ours_mid.state == {"log": ["0:X"]} and values(theirs_mid) == {"log": ["0", "0:X"]}
     assert ours_end.state == {"log": ["0:X", "1:Y"]}
     assert theirs_end == {"log": ["0", "0:X", "1", "1:Y"]}
+
+
+# -- custom items of a sub-graph's node and of its task, with subgraphs=True ------------------
+
+
+def writing_sub(g: Any) -> Any:
+    func = ours_graph if g is OURS else lg_func
+    get_writer = ours_graph.get_stream_writer if g is OURS else lg_config.get_stream_writer
+
+    @func.task
+    def plus_one(x: int) -> int:
+        get_writer()(f"task:{x}")
+        return x + 1
+
+    async def s1(state: Any) -> dict[str, Any]:
+        get_writer()("s1-custom")
+        return {"log": [f"s1:{await plus_one(1)}"]}
+
+    def a(state: Any) -> dict[str, Any]:
+        get_writer()("a-custom")
+        return {"log": ["a"]}
+
+    sub = g.StateGraph(Log).add_node("s1", s1).add_edge(g.START, "s1").compile()
+    return (
+        g.StateGraph(Log)
+        .add_node("a", a)
+        .add_node("sub", sub)
+        .add_edge(g.START, "a")
+        .add_edge("a", "sub")
+        .compile(checkpointer=saver(g))
+    )
+
+
+async def test_custom_items_of_a_sub_graphs_node_and_task_in_their_namespaces() -> None:
+    modes = ["custom", "updates"]
+    theirs_stream = writing_sub(THEIRS).astream(
+        {"log": []}, cfg(), stream_mode=modes, subgraphs=True
+    )
+    ours_stream = writing_sub(OURS).stream({"log": []}, thread_id="1", mode=modes, subgraphs=True)
+    theirs = [(shape(ns), mode, item) async for ns, mode, item in theirs_stream]
+    ours = [(shape(ns), mode, item) async for ns, mode, item in ours_stream]
+    assert (
+        ours[:-1]
+        == theirs[:-1]
+        == [
+            ((), "custom", "a-custom"),
+            ((), "updates", {"a": {"log": ["a"]}}),
+            (("sub",), "custom", "s1-custom"),
+            (("sub", "s1"), "custom", "task:1"),  # a task's items: in its node's namespace
+            (("sub",), "updates", {"plus_one": 2}),
+            (("sub",), "updates", {"s1": {"log": ["s1:2"]}}),
+        ]
+    )
+    # docs/graph.md, "Sub-graphs": what it changed, where LangGraph's is its whole output
+    assert ours[-1] == ((), "updates", {"sub": {"log": ["s1:2"]}})
+    assert theirs[-1] == ((), "updates", {"sub": {"log": ["a", "s1:2"]}})
