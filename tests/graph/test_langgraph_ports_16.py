@@ -9,10 +9,10 @@ a ``defer=True`` node inside it, a ``Command(graph=PARENT)`` two levels down, th
 history's ``filter`` / ``limit`` / ``before``, the run's ``context`` in it and in a ``Send``
 after it, an ``Overwrite`` in its ``Command(graph=PARENT)``, ``Send`` tasks to it that ask;
 the ``custom`` items of its node and of that node's task; parallel questions answered one id
-at a time; an ``update_state`` as a node whose router sends. Each program is written once and run on both libraries (``OURS`` / ``THEIRS``),
-the outcomes compared; where ours differs on purpose (a sub-graph hands back what it changed,
-``durability="exit"`` keeps every step's checkpoint, a ``tasks`` start has no ``triggers``),
-the difference is pinned.
+at a time; an ``update_state`` as a node whose router sends. Each program is written once
+and run on both libraries (``OURS`` / ``THEIRS``), the outcomes compared; where ours differs
+on purpose (a sub-graph hands back what it changed, ``durability="exit"`` keeps every step's
+checkpoint, a ``tasks`` start has no ``triggers``), the difference is pinned.
 """
 
 from __future__ import annotations
