@@ -43,6 +43,7 @@ from tinyagents.steering.policies import DEFAULT_MAX_TEXT_BYTES
 from tinyagents.store import MemoryStore, SqliteStore, Store
 from tinyagents.store.checkpoint import MemoryCheckpointer
 from tinyagents.testkit import (
+    EventRecorder,
     EventWaiter,
     FakeClock,
     Gate,
@@ -326,3 +327,19 @@ def test_a_clock_or_id_source_that_is_a_class_or_no_source_is_refused_when_swapp
     assert result.status is RunStatus.COMPLETED
     with use_clock(FakeClock()), use_ids(SequentialIds()):  # instances are still taken
         assert Agent("a", ScriptedModel(["ok"])).run_sync("go").run_id == "r-0001"
+
+
+async def test_a_sink_that_is_a_class_is_refused_when_added_not_at_every_event() -> None:
+    """Found: ``Runtime(sinks=[EventRecorder])`` (the class) passed the check that a sink is
+    callable (a class is), and every event then "constructed" it: a ``TypeError`` logged
+    once and counted after, the run going on with nothing recorded (the test reading an empty
+    recorder). Refused when added, as a sink that is no callable is."""
+    with pytest.raises(ConfigurationError, match=r"EventRecorder\(\)"):
+        Runtime(sinks=[EventRecorder])
+    async with Runtime() as rt:
+        with pytest.raises(ConfigurationError, match=r"EventWaiter\(\)"):
+            rt.bus.add_sink(EventWaiter)
+        recorder = EventRecorder()
+        rt.bus.add_sink(recorder)  # an instance is still taken, and fed
+        await Agent("a", ScriptedModel(["ok"])).run("go", runtime=rt)
+        assert "run.completed" in recorder.types()

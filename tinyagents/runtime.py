@@ -1539,6 +1539,10 @@ def _sinks(sinks: Iterable[Sink]) -> list[Sink]:
         )
     listed = list(sinks)
     for sink in listed:
+        if isinstance(sink, type):  # callable, and "constructed" by every event (a TypeError)
+            raise ConfigurationError(
+                f"sinks= holds sinks, got the class {sink.__name__}: sinks=[{sink.__name__}()]"
+            )
         if not callable(sink):
             raise ConfigurationError(
                 f"sinks= holds callables (event) -> None, got {type(sink).__name__} {sink!r}"

@@ -149,6 +149,10 @@ class EventBus:
         self.sink_errors: dict[str, int] = {}
 
     def add_sink(self, sink: Sink) -> None:
+        if isinstance(sink, type):  # callable, and "constructed" by every event (a TypeError)
+            raise ConfigurationError(
+                f"add_sink takes a sink, got the class {sink.__name__}: add_sink({sink.__name__}())"
+            )
         if not callable(sink):  # taken, it raised at every event (as subscribe's ``where``)
             raise ConfigurationError(
                 f"add_sink({sink!r:.80}) takes a callable (event) -> None, e.g. a MemorySink() "
