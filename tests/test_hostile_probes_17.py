@@ -27,6 +27,7 @@ import pytest
 
 from tinyagents import (
     Agent,
+    PolicyPipeline,
     RunStatus,
     Runtime,
     SteeringActor,
@@ -39,7 +40,7 @@ from tinyagents._clock import use_clock
 from tinyagents.errors import ArgumentError, ConfigurationError, InvalidIdError
 from tinyagents.graph import END, START, Command, StateGraph, interrupt
 from tinyagents.protocol.ids import MAX_ID_LENGTH
-from tinyagents.steering.policies import DEFAULT_MAX_TEXT_BYTES
+from tinyagents.steering.policies import DEFAULT_MAX_TEXT_BYTES, AuthorityPolicy, default_policies
 from tinyagents.store import MemoryStore, SqliteStore, Store
 from tinyagents.store.checkpoint import MemoryCheckpointer
 from tinyagents.testkit import (
@@ -343,3 +344,30 @@ async def test_a_sink_that_is_a_class_is_refused_when_added_not_at_every_event()
         rt.bus.add_sink(recorder)  # an instance is still taken, and fed
         await Agent("a", ScriptedModel(["ok"])).run("go", runtime=rt)
         assert "run.completed" in recorder.types()
+
+
+async def test_a_policy_given_as_a_class_is_refused_when_the_pipeline_is_made() -> None:
+    """Found: ``PolicyPipeline([..., AuthorityPolicy])`` (the class, which is callable and
+    has a ``policy_id``) was taken, and every command after, a cancel too, was rejected
+    ("policy 'authority' failed (TypeError: AuthorityPolicy() takes no arguments)"): a
+    runtime that could stop none of its runs. Refused when the pipeline is made or changed,
+    naming the instance to give."""
+    with pytest.raises(ConfigurationError, match=r"AuthorityPolicy\(\)"):
+        PolicyPipeline([*default_policies(), AuthorityPolicy])
+    pipeline = PolicyPipeline(default_policies())
+    for change in (
+        lambda: pipeline.insert(AuthorityPolicy, after="payload"),
+        lambda: pipeline.policies.append(AuthorityPolicy),
+    ):
+        with pytest.raises(ConfigurationError, match=r"AuthorityPolicy\(\)"):
+            change()
+    assert pipeline.ids == ["authority", "allowlist", "budget", "staleness", "payload"]
+    async with Runtime(policies=pipeline) as rt:
+        gate = Gate()
+        handle = await rt.start(
+            Agent("a", ScriptedModel([tool_call("hold")]), tools=[gate.tool()]), "go"
+        )
+        await gate.entered.wait()
+        assert (await handle.cancel()).status == "accepted"
+        gate.open()
+        assert (await handle.result()).status is RunStatus.CANCELLED

@@ -150,7 +150,12 @@ def _policies(policies: Iterable[Policy], start: int = 0) -> list[Policy]:
 def _policy(policy: Policy, index: SupportsIndex) -> Policy:
     """``policy`` if it is one: a callable with a ``policy_id`` (text), by which receipts and
     events name the policy that decided. Anything else was taken, and the first command sent
-    failed with an ``AttributeError``."""
+    failed with an ``AttributeError``; a class (callable, and with its instances'
+    ``policy_id``) was "called" with every command: a ``TypeError``, each one rejected."""
+    if isinstance(policy, type):
+        raise ConfigurationError(
+            f"policy {index} is the class {policy.__name__}, not a policy: give {policy.__name__}()"
+        )
     if not callable(policy):
         raise ConfigurationError(
             f"policy {index} is no policy: {type(policy).__name__} {policy!r:.80}; a policy is "
