@@ -40,7 +40,12 @@ from tinyagents._clock import use_clock
 from tinyagents.errors import ArgumentError, ConfigurationError, InvalidIdError
 from tinyagents.graph import END, START, Command, StateGraph, interrupt
 from tinyagents.protocol.ids import MAX_ID_LENGTH
-from tinyagents.steering.policies import DEFAULT_MAX_TEXT_BYTES, AuthorityPolicy, default_policies
+from tinyagents.steering.policies import (
+    DEFAULT_MAX_TEXT_BYTES,
+    AuthorityPolicy,
+    PayloadPolicy,
+    default_policies,
+)
 from tinyagents.store import MemoryStore, SqliteStore, Store
 from tinyagents.store.checkpoint import MemoryCheckpointer
 from tinyagents.testkit import (
@@ -371,3 +376,16 @@ async def test_a_policy_given_as_a_class_is_refused_when_the_pipeline_is_made() 
         assert (await handle.cancel()).status == "accepted"
         gate.open()
         assert (await handle.result()).status is RunStatus.CANCELLED
+
+
+def test_a_pipeline_insert_at_no_such_policy_or_at_two_places_is_an_argument_error() -> None:
+    """Found: ``pipeline.insert(p, before="nope")`` and ``insert(p, before=.., after=..)``
+    were bare ``ValueError``s, where every other bad argument of the package is its typed
+    ``ArgumentError`` (still a ``ValueError``). The pipeline is left as it was."""
+    pipeline = PolicyPipeline(default_policies())
+    before = list(pipeline.ids)
+    with pytest.raises(ArgumentError, match="no policy 'nope'"):
+        pipeline.insert(PayloadPolicy(), before="nope")
+    with pytest.raises(ArgumentError, match="not both"):
+        pipeline.insert(PayloadPolicy(), before="payload", after="authority")
+    assert pipeline.ids == before

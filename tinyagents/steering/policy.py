@@ -23,7 +23,7 @@ from dataclasses import field
 from typing import Any, Literal, Protocol, Self, SupportsIndex
 
 from tinyagents._record import Record, record
-from tinyagents.errors import ConfigurationError, InvalidCommandError
+from tinyagents.errors import ArgumentError, ConfigurationError, InvalidCommandError
 from tinyagents.protocol.commands import SteeringCommand
 from tinyagents.runs.info import RunInfo
 from tinyagents.runs.tree import RunTree
@@ -294,7 +294,7 @@ class PolicyPipeline:
     ) -> PolicyPipeline:
         """Insert ``policy`` before/after the policy with that id (default: at the end)."""
         if before is not None and after is not None:
-            raise ValueError("give 'before' or 'after', not both")
+            raise ArgumentError("give 'before' or 'after', not both")
         anchor = before or after
         if anchor is None:
             self._policies.append(policy)
@@ -302,7 +302,7 @@ class PolicyPipeline:
         try:
             index = self.ids.index(anchor)
         except ValueError:
-            raise ValueError(f"no policy {anchor!r} in pipeline; have {self.ids}") from None
+            raise ArgumentError(f"no policy {anchor!r} in pipeline; have {self.ids}") from None
         self._policies.insert(index if before else index + 1, policy)
         return self
 
