@@ -36,16 +36,11 @@ from tinyagents import (
     SteeringReceipt,
     SteeringTarget,
 )
-from tinyagents._clock import use_clock
 from tinyagents.errors import ArgumentError, ConfigurationError, InvalidIdError
 from tinyagents.graph import END, START, Command, StateGraph, interrupt
 from tinyagents.protocol.ids import MAX_ID_LENGTH
-from tinyagents.steering.policies import (
-    DEFAULT_MAX_TEXT_BYTES,
-    AuthorityPolicy,
-    PayloadPolicy,
-    default_policies,
-)
+from tinyagents.steering import AuthorityPolicy, PayloadPolicy, default_policies
+from tinyagents.steering.policies import DEFAULT_MAX_TEXT_BYTES
 from tinyagents.store import MemoryStore, SqliteStore, Store
 from tinyagents.store.checkpoint import MemoryCheckpointer
 from tinyagents.testkit import (
@@ -56,6 +51,7 @@ from tinyagents.testkit import (
     ScriptedModel,
     SequentialIds,
     tool_call,
+    use_clock,
     use_ids,
 )
 
