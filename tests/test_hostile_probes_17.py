@@ -11,7 +11,22 @@ found*, a command sent before the release still settled); a pause and a cancel o
 in the tick its sub-agent spawned (both runs end ``cancelled``, every command settled once);
 ``SteeringCommand(created_at=...)`` past either end of the calendar in UTC, as a string, an
 integer past year 9999 or NaN (each an ``InvalidCommandError``); a run and a late steer
-under a clock at 9999-12-31 or 0001-01-01 with no store (the steer fails, *target finished*).
+under a clock at 9999-12-31 or 0001-01-01 with no store (the steer fails, *target finished*);
+approve, reject, provide_context, pause, resume and cancel of a graph run resting on its
+interrupt sent in one tick, in several orders (each settles once; a cancel supersedes the
+rest, leaving the thread at its question); ``retain_finished=0`` with commands racing each
+run's end and release (each settles once; later ones are *not found*); forgetting a finished
+sub-agent run of a running parent; the operator API given duplicate keys, ``1e400``, integers
+past the JSON reader, booleans and floats as priorities, NaN, UTF-16 and BOM bodies, form and
+multipart content types, lone surrogates, NFD and RTL correlation ids, NFD, upper-case,
+``%00`` and Arabic-digit run ids (400/415/422/404, a foreign tenant's answer the same);
+supervisor YAML of 20,000 rules, 20 MB strings or comments, deep flow nesting, duplicate,
+integer, null, boolean and complex keys, Python, binary, set and timestamp tags, several
+documents, a BOM; ``RunLimits(deadline_s=5e-324 / 1e308)`` and ``update_budget`` of them;
+``Auth.mint`` of NFD, RTL, zero-width and long tenants, NUL users, text rights and odd
+lifetimes; ``Runtime`` given odd retention, queue, judge and store arguments; classes given
+for a checkpointer, cache, store, retry, cache or timeout policy, middleware, toolset,
+supervisor spec or sub-agent (each a typed refusal naming it).
 """
 
 from __future__ import annotations
