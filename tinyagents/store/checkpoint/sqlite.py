@@ -456,7 +456,8 @@ class SqliteCheckpointer(Checkpointer):
             conn = await connect(self.path, isolation_level=None)
         except (sqlite3.Error, ValueError) as exc:
             raise StoreError(f"SQLite checkpointer {self.path!r}: {exc}") from exc
-        token = _together.set(block := [self, conn, set()])
+        deleted: set[str] = set()
+        token = _together.set(block := [self, conn, deleted])
         try:
             await self._fetch("PRAGMA busy_timeout=10000", ())
             await self._fetch(f"PRAGMA synchronous={self.synchronous}", ())
@@ -468,7 +469,7 @@ class SqliteCheckpointer(Checkpointer):
                     await conn.execute("ROLLBACK")
                 raise
             await self._fetch("COMMIT", ())
-            self._forget_unreleased(block[2])
+            self._forget_unreleased(deleted)
         finally:
             block.clear()  # ended: a task started in it saves on its own now
             _together.reset(token)
@@ -479,7 +480,8 @@ class SqliteCheckpointer(Checkpointer):
         """``saving_together`` on a ``":memory:"`` database: one transaction on its one
         connection, which the block holds (``_block``) until it ends."""
         await self._take_block()
-        token = _together.set(block := [self, db, set()])
+        deleted: set[str] = set()
+        token = _together.set(block := [self, db, deleted])
         try:
             await self._fetch("BEGIN IMMEDIATE", ())
             try:
@@ -489,7 +491,7 @@ class SqliteCheckpointer(Checkpointer):
                     await db.execute("ROLLBACK")
                 raise
             await self._fetch("COMMIT", ())
-            self._forget_unreleased(block[2])
+            self._forget_unreleased(deleted)
         finally:
             block.clear()  # ended: a task started in it saves on its own now
             _together.reset(token)
