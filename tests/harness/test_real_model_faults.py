@@ -567,3 +567,51 @@ async def test_of_parallel_calls_only_the_unreadable_one_is_sent_back(stream: bo
     assert result.status is RunStatus.COMPLETED and ran == [(1, 2)]
     results = {m["tool_call_id"]: m["content"] for m in server.requests[1]["messages"][-2:]}
     assert results["ok"] == "3" and "not valid JSON" in results["bad"]
+
+
+async def _failure(server: OpenAICompatServer, *, stream: bool) -> ModelError:
+    model = model_for(server, max_retries=1)
+    with pytest.raises(ModelError) as caught:
+        if stream:
+            [chunk async for chunk in model.stream(ask())]
+        else:
+            await model.request(ask())
+    return caught.value
+
+
+@pytest.mark.parametrize(
+    ("error", "error_type", "requests"),
+    [
+        ({"message": "upstream said no", "code": 502}, ModelServerError, 2),
+        ({"message": "upstream said no"}, ModelServerError, 2),
+        ({"message": "upstream said no", "code": None}, ModelServerError, 2),
+        ({"message": "upstream said no", "code": "server_error"}, ModelServerError, 2),
+        ({"message": "upstream said no", "code": 400}, ModelRequestRejected, 1),
+        ({"message": "upstream said no", "code": 429}, ModelRateLimitError, 2),
+    ],
+    ids=["502", "no-code", "code-null", "code-word", "400", "429"],
+)
+async def test_a_streamed_request_answered_with_one_error_body_fails_as_a_whole_one_does(
+    error: dict[str, Any], error_type: type[ModelError], requests: int
+) -> None:
+    """Found: a 200 whose body is ``{"error": ...}`` (OpenRouter's way) to a streamed request
+    was "one JSON body, not server-sent events; the server does not stream, pass
+    stream=False", not retried, the provider's message lost; asked for a whole answer, the
+    same body is the provider's error, typed by its code. It is now the same error."""
+    body = {"error": error}
+    async with OpenAICompatServer([body] * 4) as server:
+        streamed = await _failure(server, stream=True)
+        assert len(server.requests) == requests
+        whole = await _failure(server, stream=False)
+    assert type(streamed) is type(whole) is error_type, streamed
+    assert str(streamed) == str(whole)
+    assert "upstream said no" in str(streamed) and "does not stream" not in str(streamed)
+    assert streamed.status is None and streamed.retryable == (requests == 2)
+
+
+async def test_a_stream_whose_first_answer_was_an_error_body_is_retried() -> None:
+    body = {"error": {"message": "upstream busy", "code": 503}}
+    async with OpenAICompatServer([body, "recovered"]) as server:
+        pieces = [chunk async for chunk in model_for(server, max_retries=1).stream(ask())]
+    assert pieces[-1].response is not None and pieces[-1].response.text == "recovered"
+    assert len(server.requests) == 2

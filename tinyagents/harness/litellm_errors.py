@@ -21,7 +21,8 @@ What is retried, and why:
   its pieces were already handed out. A body that is not server-sent events, or a stream
   without a single choice, is ``not_a_stream``. An error the server sent as an event of its
   stream (``data: {"error": {...}}`` after a 200: OpenAI, vLLM and OpenRouter report a failure
-  while generating so), or in the body of a 200 (OpenRouter's ``{"error": {...}}``), is typed
+  while generating so), or in the body of a 200 (OpenRouter's ``{"error": {...}}``, also as
+  the one JSON body answering a streamed request: ``ErrorBody``), is typed
   by the ``code`` it gives: a 4xx other than 429 is not retried; one without a code is a
   server failure, retried (litellm says 422 for a body's error without one: not the server's).
 """
@@ -168,6 +169,28 @@ def _stream_error(chain: list[BaseException]) -> dict[str, object] | None:
     return None
 
 
+class ErrorBody(Exception):
+    """A streamed request answered with a 200 whose one JSON body is ``{"error": ...}``, not
+    server-sent events: raised as the stream opens (``error`` is the body's error, with its
+    ``message`` and ``code``), typed by ``classify`` as the same body answering a whole
+    request is."""
+
+    def __init__(self, error: dict[str, object]) -> None:
+        super().__init__(error)
+        self.error = error
+
+    @classmethod
+    def of(cls, body: object) -> ErrorBody | None:
+        """The error of a JSON ``body`` that is ``{"error": ...}`` (an object with a
+        ``message`` and maybe a ``code``, or a text: its message), or None."""
+        error = body.get("error") if isinstance(body, dict) else None
+        if isinstance(error, str) and error.strip():
+            return cls({"message": error, "code": None})
+        if isinstance(error, dict) and error:
+            return cls({"message": error.get("message"), "code": error.get("code")})
+        return None
+
+
 def _body_error(chain: list[BaseException]) -> dict[str, object] | None:
     """The ``{"error": ...}`` a server answered with a 200 (OpenRouter does), or None.
 
@@ -180,6 +203,8 @@ def _body_error(chain: list[BaseException]) -> dict[str, object] | None:
     if any(_is_http_status(link) for link in chain):
         return None
     for link in chain:
+        if isinstance(link, ErrorBody):
+            return link.error
         if type(link) is Exception and hasattr(link, "status_code") and hasattr(link, "message"):
             code = None if link.status_code == _LITELLM_NO_CODE else link.status_code
             return {"message": link.message, "code": code}

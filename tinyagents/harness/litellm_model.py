@@ -65,6 +65,7 @@ from tinyagents.errors import (
 )
 from tinyagents.harness.litellm_errors import (
     UNFINISHED_MARKER,
+    ErrorBody,
     broke_off,
     classify,
     cut_off,
@@ -943,6 +944,9 @@ async def _open_stream(
     before that is failing to open, which is retried; a body that is not a stream of a
     completion is ``not_a_stream``."""
     chunks = await litellm.acompletion(**kwargs)
+    if (error := await _error_body(chunks, timeout_s)) is not None:
+        await chunks.aclose()
+        raise error
     opened = _Opened(chunks=chunks, received=[], watch=RefusalWatch.watch(chunks))
     try:
         while True:
@@ -966,6 +970,27 @@ async def _open_stream(
         await chunks.aclose()
         raise not_a_stream(_content_type(chunks), model, api_base)
     return opened
+
+
+async def _error_body(chunks: Any, timeout_s: float | None) -> ErrorBody | None:
+    """The error of a stream whose body is one JSON ``{"error": ...}`` (a 200 that says so,
+    as OpenRouter does), read before the stream is: its server-sent events reader skips a
+    line that is no event, and the provider's message with it. Read from the OpenAI SDK's
+    stream (``completion_stream.response``, the ``httpx`` response, not read yet); a body of
+    another kind, or a stream of another shape, is left to the stream's reading."""
+    if _content_type(chunks).split(";", 1)[0].strip() != "application/json":
+        return None
+    read = getattr(
+        getattr(getattr(chunks, "completion_stream", None), "response", None), "aread", None
+    )
+    if read is None:
+        return None
+    try:
+        async with asyncio.timeout(timeout_s):
+            body = json.loads(await read())
+    except (ValueError, RecursionError):  # no JSON: the stream's reading says what it is
+        return None
+    return ErrorBody.of(body)
 
 
 def _carries_content(chunk: Any) -> bool:
