@@ -25,9 +25,10 @@ END = "<!-- imports-graph:end -->"
 #: Layer of each module, by longest matching dotted prefix; higher may import lower.
 #: ``_clock`` and ``errors`` sit at the bottom (they import nothing from tinyagents), so the
 #: protocol layer can take ids and time and raise ``InvalidCommandError``; ``_bounds`` (the
-#: check of a configured count or wait) imports only ``errors``, so every layer can use it.
+#: check of a configured count or wait) sits with the protocol, whose ``shown_repr`` quotes
+#: what it refuses, below every layer that uses it.
 LAYERS: dict[str, float] = {
-    "tinyagents._bounds": 0,
+    "tinyagents._bounds": 1,
     "tinyagents._clock": 0,
     "tinyagents._record": 0,
     "tinyagents._lazy": 0,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from tinyagents.errors import ConfigurationError
+from tinyagents.protocol.ids import shown_repr
 
 
 def whole_number(name: str, value: object, *, least: int = 1, why: str = "") -> int:
@@ -19,7 +20,9 @@ def whole_number(name: str, value: object, *, least: int = 1, why: str = "") -> 
     brackets after the bound."""
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         reason = f" ({why})" if why else ""
-        raise ConfigurationError(f"{name} must be a whole number >= {least}{reason}, got {value!r}")
+        raise ConfigurationError(
+            f"{name} must be a whole number >= {least}{reason}, got {shown_repr(value)}"
+        )
     return value
 
 
@@ -34,6 +37,6 @@ def seconds(name: str, value: object, *, zero: bool = False) -> float:
     if number is None or not math.isfinite(number) or number < 0 or (number == 0 and not zero):
         least = ">= 0" if zero else "> 0"
         raise ConfigurationError(
-            f"{name} must be a finite number of seconds {least}, got {value!r}"
+            f"{name} must be a finite number of seconds {least}, got {shown_repr(value)}"
         )
     return number

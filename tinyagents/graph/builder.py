@@ -34,7 +34,7 @@ from tinyagents.graph.types import (
 )
 from tinyagents.graph.validation import validate
 from tinyagents.harness.agent import Agent
-from tinyagents.protocol.ids import MAX_ID_LENGTH, id_problem, shown_id
+from tinyagents.protocol.ids import MAX_ID_LENGTH, id_problem, shown_id, shown_repr
 from tinyagents.store.cache.base import BaseCache
 from tinyagents.store.checkpoint.base import Checkpointer
 
@@ -725,7 +725,7 @@ def _names(value: object, what: str) -> tuple[str, ...]:
         )
     if not isinstance(value, Iterable):
         raise WrongKindError(
-            f"{what} takes a collection of node names, got {type(value).__name__} {value!r}"
+            f"{what} takes a collection of node names, got {type(value).__name__} {shown_repr(value)}"
         )
     return tuple(_text_name(name) for name in value)
 
@@ -765,7 +765,7 @@ def _check_timeout(who: str, timeout: object) -> None:
         or not finite_seconds(timeout)
     ):
         raise GraphValidationError(
-            f"{who}: timeout must be a finite number of seconds > 0, got {timeout!r}"
+            f"{who}: timeout must be a finite number of seconds > 0, got {shown_repr(timeout)}"
         )
 
 

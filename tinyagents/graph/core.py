@@ -52,6 +52,7 @@ from tinyagents.graph.types import (
     finite_seconds,
     node_name,
 )
+from tinyagents.protocol.ids import shown_repr
 from tinyagents.store.checkpoint.base import WriteRecord
 
 if TYPE_CHECKING:
@@ -217,7 +218,7 @@ def breakpoint_nodes(
         return frozenset(nodes)
     if not isinstance(value, (str, Collection)):
         raise GraphValidationError(
-            f"interrupt_before/interrupt_after take node names (a list, or '*'), got {value!r}"
+            f"interrupt_before/interrupt_after take node names (a list, or '*'), got {shown_repr(value)}"
         )
     names = frozenset(map(node_name, [value] if isinstance(value, str) else value))
     if not names.issubset(nodes):
@@ -863,9 +864,11 @@ def recursion_limit_problem(limit: object) -> str | None:
     """What is wrong with a step limit, or None: a whole number >= 1. NaN compared false with
     every step count and so switched the limit off; 2.5 and True were taken as limits."""
     if isinstance(limit, bool) or not isinstance(limit, int):
-        return f"recursion_limit must be a whole number of steps (>= 1), got {limit!r}"
+        return f"recursion_limit must be a whole number of steps (>= 1), got {shown_repr(limit)}"
     if limit < 1:
-        return f"recursion_limit must be at least 1 (a whole number of steps), got {limit}"
+        return (
+            f"recursion_limit must be at least 1 (a whole number of steps), got {shown_repr(limit)}"
+        )
     return None
 
 
@@ -894,6 +897,6 @@ def check_step_timeout(timeout: object) -> float | None:
         or not finite_seconds(timeout)
     ):
         raise GraphValidationError(
-            f"step_timeout must be None or a finite number of seconds > 0, got {timeout!r}"
+            f"step_timeout must be None or a finite number of seconds > 0, got {shown_repr(timeout)}"
         )
     return float(timeout)

@@ -21,6 +21,7 @@ from tinyagents.errors import ArgumentError, GraphValidationError, InvalidRouteE
 from tinyagents.graph._context import current_scope
 from tinyagents.graph.interrupts import Interrupt, read_response_schema
 from tinyagents.graph.state import StateView
+from tinyagents.protocol.ids import shown_repr
 
 START: Final = "__start__"
 END: Final = "__end__"
@@ -257,15 +258,17 @@ class RetryPolicy(FrozenRecord):
         attempts = self.max_attempts
         if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
             raise ArgumentError(
-                f"RetryPolicy.max_attempts must be a whole number, at least 1, got {attempts!r}"
+                f"RetryPolicy.max_attempts must be a whole number, at least 1, got {shown_repr(attempts)}"
             )
         for name in ("initial_interval", "backoff_factor", "max_interval"):
             value = getattr(self, name)
             # a NaN wait never ended; infinity and negatives are no wait anyone means
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ArgumentError(f"RetryPolicy.{name} must be a number, got {value!r}")
+                raise ArgumentError(f"RetryPolicy.{name} must be a number, got {shown_repr(value)}")
             if not 0 <= value < math.inf:
-                raise ArgumentError(f"RetryPolicy.{name} must be finite and >= 0, got {value!r}")
+                raise ArgumentError(
+                    f"RetryPolicy.{name} must be finite and >= 0, got {shown_repr(value)}"
+                )
         if isinstance(self.retry_on, list):  # LangGraph takes a sequence of types
             object.__setattr__(self, "retry_on", tuple(self.retry_on))
         check = self.retry_on
@@ -309,10 +312,12 @@ def _seconds(value: object, field: str) -> float | None:
         value = value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ArgumentError(
-            f"TimeoutPolicy.{field} must be a number of seconds or a timedelta, got {value!r}"
+            f"TimeoutPolicy.{field} must be a number of seconds or a timedelta, got {shown_repr(value)}"
         )
     if not finite_seconds(value):
-        raise ArgumentError(f"TimeoutPolicy.{field} must be finite and > 0, got {value!r}")
+        raise ArgumentError(
+            f"TimeoutPolicy.{field} must be finite and > 0, got {shown_repr(value)}"
+        )
     return float(value)
 
 

@@ -46,6 +46,7 @@ from tinyagents.harness.output import OutputSpec, output_json_schema
 from tinyagents.harness.render import SteeringRenderer
 from tinyagents.harness.tools import FunctionTool, Tool, check_prepare
 from tinyagents.harness.toolsets import Toolset, tool_decorator, toolsets_of
+from tinyagents.protocol.ids import shown_repr
 from tinyagents.runs.host import RunHost, check_runtime, private_host
 from tinyagents.runs.limits import RunLimits
 
@@ -157,12 +158,12 @@ class Agent:
         check_agent_name(name)
         if unknown_tools not in ("error_result", "fail"):
             raise ConfigurationError(
-                f"unknown_tools must be 'error_result' or 'fail', got {unknown_tools!r}"
+                f"unknown_tools must be 'error_result' or 'fail', got {shown_repr(unknown_tools)}"
             )
         if end_strategy not in ("early", "graceful", "exhaustive"):
             raise ConfigurationError(
                 f"agent {name!r}: end_strategy must be 'early', 'graceful' or 'exhaustive' "
-                f"(pydantic-ai's EndStrategy), got {end_strategy!r}"
+                f"(pydantic-ai's EndStrategy), got {shown_repr(end_strategy)}"
             )
         # Duck-typed, as compile(supervisor=...) does: the supervision layer sits above the
         # harness. A YAML path or a dict here left the agent unsupervised without a word.

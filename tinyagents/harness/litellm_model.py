@@ -98,7 +98,7 @@ from tinyagents.harness.model import (
 from tinyagents.harness.output import without_property_titles
 from tinyagents.harness.thinking import ThinkTagSplitter, joined, split_thinking
 from tinyagents.harness.tools import PARALLEL_PSEUDO_TOOL, is_tool_name
-from tinyagents.protocol.ids import SPOOFING, shown_id
+from tinyagents.protocol.ids import SPOOFING, shown_id, shown_repr
 
 T = TypeVar("T")
 
@@ -147,7 +147,7 @@ class LiteLLMModel(Model):
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ConfigurationError(
-                f"LiteLLMModel needs a model name such as 'openai/gpt-4o-mini', got {model!r}"
+                f"LiteLLMModel needs a model name such as 'openai/gpt-4o-mini', got {shown_repr(model)}"
             )
         _check_settings(max_retries, retry_backoff_s, timeout_s)
         _check_api_base(api_base)
@@ -1120,18 +1120,22 @@ def _check_settings(max_retries: object, retry_backoff_s: object, timeout_s: obj
     never timed out, 0 or a negative timeout timed every call out, 2.5 or True retried."""
 
     def seconds(value: object) -> bool:
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        return number and math.isfinite(value)  # type: ignore[arg-type]
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return False
+        try:
+            return math.isfinite(value)
+        except OverflowError:  # a whole number past any float: no finite number of seconds
+            return False
 
     if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
         raise ConfigurationError(
-            f"max_retries must be a whole number, not negative, got {max_retries!r}"
+            f"max_retries must be a whole number, not negative, got {shown_repr(max_retries)}"
         )
     if not seconds(retry_backoff_s) or retry_backoff_s < 0:  # type: ignore[operator]
         raise ConfigurationError(
-            f"retry_backoff_s must be a finite number of seconds, not negative, got {retry_backoff_s!r}"
+            f"retry_backoff_s must be a finite number of seconds, not negative, got {shown_repr(retry_backoff_s)}"
         )
     if timeout_s is not None and (not seconds(timeout_s) or timeout_s <= 0):  # type: ignore[operator]
         raise ConfigurationError(
-            f"timeout_s must be None or a finite number of seconds > 0, got {timeout_s!r}"
+            f"timeout_s must be None or a finite number of seconds > 0, got {shown_repr(timeout_s)}"
         )

@@ -33,7 +33,14 @@ from tinyagents import _clock
 from tinyagents._record import FrozenRecord, record
 from tinyagents.errors import ArgumentError, InvalidCommandError
 from tinyagents.protocol import _payload_models as payload_models
-from tinyagents.protocol.ids import CONTROL_PROBLEM, MAX_QUOTED_ID, Id, id_problem, shown_id
+from tinyagents.protocol.ids import (
+    CONTROL_PROBLEM,
+    MAX_QUOTED_ID,
+    Id,
+    id_problem,
+    shown_id,
+    shown_repr,
+)
 from tinyagents.protocol.kinds import SteeringKind as SteeringKind
 from tinyagents.protocol.text import encodes_as_utf8 as _utf8
 from tinyagents.protocol.text import not_blank as _not_blank
@@ -737,7 +744,7 @@ def _parse_kind(value: Any) -> SteeringKind:
     except ValueError:
         allowed = ", ".join(k.value for k in SteeringKind)
         raise InvalidCommandError(
-            f"unknown steering kind {value!r}; expected one of {allowed}"
+            f"unknown steering kind {shown_repr(value)}; expected one of {allowed}"
         ) from None
 
 
@@ -771,7 +778,7 @@ def _parse_delivery(kind: SteeringKind, value: Any) -> SteeringDelivery:
     except ValueError:
         allowed = ", ".join(d.value for d in SteeringDelivery)
         raise InvalidCommandError(
-            f"invalid delivery for {kind.value}: {value!r}; expected one of {allowed}"
+            f"invalid delivery for {kind.value}: {shown_repr(value)}; expected one of {allowed}"
         ) from None
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from tinyagents._record import Record, record
 from tinyagents.errors import ConfigurationError, ThreadBusy
 from tinyagents.protocol.commands import SteeringActor, sender_tenant
+from tinyagents.protocol.ids import shown_repr
 from tinyagents.protocol.state import RunStatus
 from tinyagents.runs.handle import RunHandle
 from tinyagents.runs.info import RunInfo, lookup_id
@@ -42,7 +43,7 @@ class RunRegistry:
     ) -> None:
         if not _count(retain_finished) or retain_finished < 0:
             raise ConfigurationError(
-                f"retain_finished must be a whole number >= 0, got {retain_finished!r}"
+                f"retain_finished must be a whole number >= 0, got {shown_repr(retain_finished)}"
             )
         if retain_finished_s is not None and (
             isinstance(retain_finished_s, bool)
@@ -51,7 +52,7 @@ class RunRegistry:
         ):
             raise ConfigurationError(
                 f"retain_finished_s must be a number of seconds >= 0 or None, "
-                f"got {retain_finished_s!r}"
+                f"got {shown_repr(retain_finished_s)}"
             )
         self.tree = RunTree()
         self.retain_finished = retain_finished

@@ -45,7 +45,7 @@ from tinyagents.errors import (
     StoreError,
     ThreadBusy,
 )
-from tinyagents.protocol.ids import shown_id
+from tinyagents.protocol.ids import shown_id, shown_repr
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
@@ -335,7 +335,9 @@ def check_lease_ttl(lease_ttl: object) -> float:
         or not isinstance(lease_ttl, (int, float))
         or not (0 <= lease_ttl < math.inf)
     ):
-        raise ValueError(f"lease_ttl must be a finite number of seconds >= 0, got {lease_ttl!r}")
+        raise ValueError(
+            f"lease_ttl must be a finite number of seconds >= 0, got {shown_repr(lease_ttl)}"
+        )
     return float(lease_ttl)
 
 
@@ -348,7 +350,9 @@ class Checkpointer(ABC):
             or not isinstance(snapshot_every, int)
             or (snapshot_every < 1)
         ):
-            raise ValueError(f"snapshot_every must be a whole number >= 1, got {snapshot_every!r}")
+            raise ValueError(
+                f"snapshot_every must be a whole number >= 1, got {shown_repr(snapshot_every)}"
+            )
         self.snapshot_every = snapshot_every
         self._owners: dict[str, str] = {}
         #: owner -> set when it releases, for holders that are closing (``letting_go``);

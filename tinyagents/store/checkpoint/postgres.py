@@ -56,7 +56,7 @@ from tinyagents.errors import (
     StoreError,
     ThreadBusy,
 )
-from tinyagents.protocol.ids import shown_id
+from tinyagents.protocol.ids import shown_id, shown_repr
 from tinyagents.store._postgres import (
     AGAIN,
     AGAIN_AFTER_S,
@@ -177,7 +177,7 @@ def _synchronous_commit(value: object) -> str:
         if name in _SYNCHRONOUS_COMMIT:
             return name
     raise ConfigurationError(
-        f"synchronous_commit must be one of {', '.join(_SYNCHRONOUS_COMMIT)}, got {value!r}"
+        f"synchronous_commit must be one of {', '.join(_SYNCHRONOUS_COMMIT)}, got {shown_repr(value)}"
     )
 
 

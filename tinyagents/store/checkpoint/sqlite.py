@@ -40,7 +40,7 @@ from contextvars import ContextVar
 from typing import Any, NoReturn
 
 from tinyagents.errors import ConfigurationError, StaleCheckpointError, StoreError, ThreadBusy
-from tinyagents.protocol.ids import shown_id
+from tinyagents.protocol.ids import shown_id, shown_repr
 from tinyagents.store.base import sql_int
 from tinyagents.store.checkpoint._lease import HOST, Lease
 from tinyagents.store.checkpoint.base import (
@@ -209,7 +209,7 @@ class SqliteCheckpointer(Checkpointer):
         # it goes into a PRAGMA, which ignores a value it does not know
         if not isinstance(synchronous, str) or synchronous.upper() not in _SYNCHRONOUS:
             raise ValueError(
-                f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, got {synchronous!r}"
+                f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, got {shown_repr(synchronous)}"
             )
         self.synchronous = synchronous.upper()
         self.path = _path(os.fspath(path))

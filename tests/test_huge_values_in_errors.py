@@ -1,0 +1,112 @@
+"""An integer past 4,300 digits where a setting or a command's field goes is refused with the
+typed error that field's check raises, naming the integer by its size: quoting it with
+``repr`` (which Python refuses for such an integer) raised a bare ``ValueError`` instead.
+One case per check that quoted it so (ids and payload values were already named by size)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, TypedDict
+
+import pytest
+
+from tinyagents import (
+    Agent,
+    LiteLLMModel,
+    Runtime,
+    SteeringActor,
+    SteeringCommand,
+    SteeringKind,
+    SteeringTarget,
+)
+from tinyagents._bounds import seconds, whole_number
+from tinyagents.errors import (
+    ArgumentError,
+    ConfigurationError,
+    GraphValidationError,
+    InvalidCommandError,
+)
+from tinyagents.graph import START, RetryPolicy, StateGraph
+from tinyagents.store.checkpoint import MemoryCheckpointer, SqliteCheckpointer
+from tinyagents.testkit import ScriptedModel
+
+HUGE = 10**5000
+SIZE = "of about 5,000 digits"
+
+
+class State(TypedDict):
+    x: int
+
+
+def _graph() -> StateGraph[Any]:
+    return StateGraph(State).add_node("a", lambda s: {}).add_edge(START, "a")
+
+
+def _command(**fields: Any) -> SteeringCommand:
+    fields.setdefault("kind", SteeringKind.CANCEL)
+    return SteeringCommand(
+        target=SteeringTarget.agent_run("r-1"), actor=SteeringActor.test(), payload={}, **fields
+    )
+
+
+def _run(**config: Any) -> None:
+    asyncio.run(_graph().compile().run({"x": 1}, **config))
+
+
+CASES: dict[str, tuple[Callable[[], object], type[Exception]]] = {
+    # tinyagents._bounds, the check many settings use
+    "a count below its least": (lambda: whole_number("ring_size", -HUGE), ConfigurationError),
+    "seconds past any float": (lambda: seconds("timeout", HUGE), ConfigurationError),
+    "a command's kind": (lambda: _command(kind=HUGE), InvalidCommandError),
+    "a command's delivery": (lambda: _command(delivery=HUGE), InvalidCommandError),
+    "a model name": (lambda: LiteLLMModel(HUGE), ConfigurationError),  # type: ignore[arg-type]
+    "a model's retries": (
+        lambda: LiteLLMModel("openai/x", max_retries=-HUGE),
+        ConfigurationError,
+    ),
+    "a model's timeout past any float": (
+        lambda: LiteLLMModel("openai/x", timeout_s=HUGE),
+        ConfigurationError,
+    ),
+    "a checkpointer's lease_ttl": (
+        lambda: SqliteCheckpointer(":memory:", lease_ttl=-HUGE),
+        ValueError,
+    ),
+    "a checkpointer's synchronous": (
+        lambda: SqliteCheckpointer(":memory:", synchronous=HUGE),  # type: ignore[arg-type]
+        ValueError,
+    ),
+    "a checkpointer's snapshot_every": (
+        lambda: MemoryCheckpointer(snapshot_every=-HUGE),
+        ValueError,
+    ),
+    "a retry policy's attempts": (lambda: RetryPolicy(max_attempts=-HUGE), ArgumentError),
+    "an agent's unknown_tools": (
+        lambda: Agent("a", ScriptedModel([]), unknown_tools=HUGE),  # type: ignore[arg-type]
+        ConfigurationError,
+    ),
+    "a graph's interrupt_before": (
+        lambda: _graph().compile(interrupt_before=HUGE),  # type: ignore[arg-type]
+        GraphValidationError,
+    ),
+    "a graph's step_timeout": (
+        lambda: _graph().compile(step_timeout=HUGE),
+        GraphValidationError,
+    ),
+    "a run's recursion_limit": (lambda: _run(recursion_limit=-HUGE), ArgumentError),
+    "a node's timeout": (
+        lambda: StateGraph(State).add_node("a", lambda s: {}, timeout=HUGE),
+        GraphValidationError,
+    ),
+    "a runtime's retain_finished": (lambda: Runtime(retain_finished=-HUGE), ConfigurationError),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_huge_integer_is_refused_with_the_checks_own_error(case: str) -> None:
+    make, error = CASES[case]
+    with pytest.raises(error) as caught:
+        make()
+    assert SIZE in str(caught.value), caught.value
+    assert "Exceeds the limit" not in str(caught.value)
