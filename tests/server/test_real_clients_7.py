@@ -187,3 +187,80 @@ async def test_curl_steers_with_an_instruction_the_size_of_the_limit_and_not_a_b
     (kept,) = [c for c in served.runtime.open_commands() if c.correlation_id == "c-exact"]
     assert kept.payload["text"] == exact
     await run.cancel()
+
+
+def _sse_ids(text: str, run_id: str) -> list[int]:
+    """The ids of the SSE messages in ``text`` of ``run_id``'s events."""
+    ids = []
+    for block in text.split("\n\n"):
+        fields = dict(line.partition(": ")[::2] for line in block.splitlines())
+        if "id" in fields and json.loads(fields["data"]).get("run_id") == run_id:
+            ids.append(int(fields["id"]))
+    return ids
+
+
+async def test_curl_reading_a_long_backlog_slowly_gets_all_of_it_while_runs_go_on(
+    served: Served,
+) -> None:
+    """``curl --limit-rate`` reads a backlog of 1,500 padded events (far more than the
+    sockets' buffers hold) at a few dozen KiB a second: the server waits on it (it holds no
+    copy of the backlog in memory), and it gets every event once, in the log's order, without
+    a gap. A run of the same tenant steps on meanwhile: a slow reader never stalls a run."""
+    from tinyagents.events import RunEvent
+
+    pad = "x" * 200
+    events = [
+        RunEvent(
+            type="run.status",
+            run_id="r-old",
+            root_run_id="r-old",
+            tenant_id="acme",
+            detail={"pad": pad},
+        )
+        for _ in range(1500)
+    ]
+    await served.runtime.store.append_events(events)
+    run = await served.start_run("acme", think_s=0.05)
+    url = f"{served.url}{BASE}/events?follow=false"
+    auth = served.as_("alice")["Authorization"]
+    curl = await asyncio.create_subprocess_exec(
+        "curl", "-sN", "--limit-rate", "60k", "-H", f"Authorization: {auth}", url,
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert curl.stdout is not None
+    first = await curl.stdout.readuntil(b"\nid: ")  # its events have begun
+    calls_then = run.info.usage.model_calls
+    rest, _ = await curl.communicate()
+    assert curl.returncode == 0
+    calls_after = run.info.usage.model_calls
+    ids = _sse_ids((first + rest).decode(), "r-old")
+    assert len(ids) == 1500 and ids == sorted(set(ids)), (len(ids), ids[:3], ids[-3:])
+    assert ids[-1] - ids[0] == 1499  # the run's events were logged before it: no gap
+    assert calls_after > calls_then, (calls_then, calls_after)
+    await run.cancel()
+
+
+async def test_curls_killed_mid_stream_give_their_places_back(served: Served) -> None:
+    """Forty ``curl -N`` readers of the live stream, each killed (SIGKILL: no goodbye, the
+    kernel closes the socket) while it reads, one user's, more than the 32 streams a user may
+    hold: their places come back, and the user's next stream opens (not a 429 for good)."""
+    run = await served.start_run("acme", think_s=0.05)
+    url = f"{served.url}{BASE}/events?root_run_id={run.run_id}"
+    auth = served.as_("alice")["Authorization"]
+    for _ in range(40):
+        curl = await asyncio.create_subprocess_exec(
+            "curl", "-sN", "-H", f"Authorization: {auth}", url, stdout=asyncio.subprocess.PIPE
+        )
+        assert curl.stdout is not None
+        await curl.stdout.readuntil(b"\nid: ")  # it reads the stream's events
+        curl.kill()
+        await curl.wait()
+
+    async def opens() -> bool:
+        async with served.client.stream(
+            "GET", f"{BASE}/events", params={"follow": "false"}, headers=served.as_("alice")
+        ) as r:
+            return r.status_code == 200
+
+    assert await eventually(opens)
+    await run.cancel()

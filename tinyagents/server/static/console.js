@@ -423,10 +423,14 @@
   }
 
   function place(parent, items) {
+    // What is no longer listed goes first: the rest then close the gap without moving. A
+    // row moved (taken out and put back, as insertBefore does) loses the keyboard's focus,
+    // and a tree that left from above the focused row sent the next key to the page's top.
+    const listed = new Set(items);
+    for (const child of [...parent.children]) if (!listed.has(child)) child.remove();
     items.forEach((item, i) => {
       if (parent.children[i] !== item) parent.insertBefore(item, parent.children[i] || null);
     });
-    while (parent.children.length > items.length) parent.lastElementChild.remove();
   }
 
   // Runs deeper than this are drawn beside the run at this level, not inside it: a chain of
@@ -906,8 +910,10 @@
       field.value = "";
       send(`steer: “${iso(text.trim().slice(0, 60))}”`, state.selected, `${runPath(state.selected)}/steer`, { message: text })
         .then((entry) => {
-          // it did not reach the server: the text written is not lost with it
-          if (entry.error && !field.value) field.value = text;
+          // it did not reach the server, or was refused (too large, say): it changed nothing,
+          // and the text written is not lost with it (to be shortened, sent again)
+          const refused = entry.error || entry.receipt === "rejected";
+          if (refused && !field.value) field.value = text;
         });
     });
     $("tools-form").addEventListener("submit", (event) => {
