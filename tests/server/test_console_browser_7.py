@@ -429,3 +429,29 @@ def test_an_instruction_refused_for_its_size_stays_in_its_field_to_be_shortened(
         receipt = '[data-testid="sent-command"] [data-testid="receipt"]'
         wait.until(lambda d: d.find_element(By.CSS_SELECTOR, receipt).text == "accepted")
         assert field.get_attribute("value") == ""
+
+
+def test_hiding_finished_trees_does_not_say_there_are_no_runs(browser: Any) -> None:
+    """A server whose only run has completed, the finished trees hidden: the tree is empty,
+    and the page said "No runs yet. Start one", which the operator believes (there is one,
+    hidden). It says the finished trees are hidden, how many, and how to show them; shown
+    again, the run is back and the hint goes."""
+    from selenium.webdriver.common.by import By
+    from test_console_browser import free_port, storeless_server
+
+    port = free_port()
+    with storeless_server(port, "r-done", "brief"):
+        wait = waiter(browser)
+        browser.get(f"http://127.0.0.1:{port}/")
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, f'{ROWS}[data-status="completed"]'))
+        empty = browser.find_element(By.ID, "tree-empty")
+        assert not empty.is_displayed()
+        browser.find_element(By.ID, "show-finished").click()
+        wait.until(lambda d: not d.find_elements(By.CSS_SELECTOR, ROWS))
+        assert not empty.is_displayed(), "the page says there are no runs"
+        hidden = browser.find_element(By.ID, "tree-hidden")
+        assert hidden.is_displayed()
+        assert hidden.text.startswith("No live runs: 1 finished tree hidden"), hidden.text
+        browser.find_element(By.ID, "show-finished").click()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, f'{ROWS}[data-run-id="r-done"]'))
+        assert not empty.is_displayed() and not hidden.is_displayed()

@@ -417,7 +417,15 @@
     const items = [];
     for (const root of shown) placeNode(root, children, 0, items);
     place(box, items);
-    $("tree-empty").hidden = shown.length > 0;
+    // "No runs yet" only when there are none: with finished trees hidden, it was said of a
+    // tenant whose runs had all finished
+    $("tree-empty").hidden = roots.length > 0;
+    const hidden = shown.length ? 0 : roots.length;
+    $("tree-hidden").hidden = !hidden;
+    if (hidden) {
+      const trees = `${hidden} finished tree${hidden === 1 ? "" : "s"}`;
+      $("tree-hidden").textContent = `No live runs: ${trees} hidden (tick “show finished trees” to see ${hidden === 1 ? "it" : "them"}).`;
+    }
     $("tree-more").hidden = !state.more;
     for (const [runId, node] of nodes) if (!node.item.isConnected) nodes.delete(runId);
   }
