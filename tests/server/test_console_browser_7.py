@@ -455,3 +455,32 @@ def test_hiding_finished_trees_does_not_say_there_are_no_runs(browser: Any) -> N
         browser.find_element(By.ID, "show-finished").click()
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, f'{ROWS}[data-run-id="r-done"]'))
         assert not empty.is_displayed() and not hidden.is_displayed()
+
+
+def test_a_question_is_answered_with_the_keyboard_and_polls_keep_what_is_typed(
+    browser: Any, tmp_path: Path
+) -> None:
+    """Tab reaches the refund question's row (Enter picks it) and its answer field; what is
+    typed there stays, with the focus, poll after poll (the form is not drawn anew under
+    the typist), and Enter approves: the answer is accepted and applied."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from test_console_browser import _refund_question_row, _terminal
+
+    with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
+        wait = waiter(browser)
+        browser.get(url)
+        task = wait.until(_refund_question_row).get_attribute("data-run-id")
+        _tab_to(browser, lambda e: e.get_attribute("data-run-id") == task)
+        _keys(browser, Keys.ENTER)
+        wait.until(lambda d: d.find_element(By.ID, "run-id").text == task)
+        field = _tab_to(browser, lambda e: e.get_attribute("data-testid") == "answer-value")
+        _keys(browser, "refund approved by the keyboard")
+        polls = _resources(browser, "/api/agents/runs?")
+        wait.until(lambda d: _resources(d, "/api/agents/runs?") >= polls + 4)
+        assert _focused(browser) == field
+        assert field.get_attribute("value") == "refund approved by the keyboard"
+        _keys(browser, Keys.ENTER)
+        sent = wait.until(lambda d: _sent(d, "approve"))
+        assert sent["receipt"] == "accepted", sent
+        assert wait.until(lambda d: _terminal(d, sent["correlation_id"])) == "steering.applied"
