@@ -1,7 +1,8 @@
 """A server without a store, for the console's browser test of a restart: its event ids count
 from 1 again in each process. ``python storeless_server.py PORT RUN_ID busy|brief`` starts one
 run under ``RUN_ID`` (``busy``: steps until stopped; ``brief``: two steps, then it completes;
-``ahead``: as ``busy``, and serves only once its log holds 300 events), serves the operator API and the console on ``127.0.0.1:PORT`` without tokens, and prints
+``ahead``: as ``busy``, and serves only once its log holds 300 events; ``stuck``: inside its
+first model call for an hour), serves the operator API and the console on ``127.0.0.1:PORT`` without tokens, and prints
 ``serving`` once it listens."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import itertools
 import sys
 from typing import Any
 
-from operator_server import busy_agent, step
+from operator_server import IDLE_S, busy_agent, step
 
 from tinyagents import Agent, Runtime
 from tinyagents.server import Control, bind, create_app, serving
@@ -27,7 +28,8 @@ def brief_agent() -> Agent:
 
 
 async def main(port: int, run_id: str, kind: str) -> None:
-    agent = brief_agent() if kind == "brief" else busy_agent("busy", think_s=0.02)
+    think_s = IDLE_S if kind == "stuck" else 0.02
+    agent = brief_agent() if kind == "brief" else busy_agent("busy", think_s=think_s)
     async with Runtime() as runtime:
         control = Control(runtime)  # (its log keeps the events from here on)
         logged, count = asyncio.Event(), itertools.count(1)

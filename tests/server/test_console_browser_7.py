@@ -484,3 +484,27 @@ def test_a_question_is_answered_with_the_keyboard_and_polls_keep_what_is_typed(
         sent = wait.until(lambda d: _sent(d, "approve"))
         assert sent["receipt"] == "accepted", sent
         assert wait.until(lambda d: _terminal(d, sent["correlation_id"])) == "steering.applied"
+
+
+def test_cancel_stops_a_run_waiting_on_a_slow_model_call(browser: Any) -> None:
+    """The console says Cancel stops the run for good, only a running tool call allowed to
+    finish; yet it sent a cancel for the run's next safe point, after its model call: a run
+    waiting on a model that takes minutes (here an hour) went on running, its cancel
+    ``accepted`` and nothing more. Cancel interrupts an in-flight model request (an
+    ``immediate`` cancel): the run is cancelled and the cancel applied."""
+    from selenium.webdriver.common.by import By
+    from test_console_browser import _terminal, browser_click, free_port, storeless_server
+
+    port = free_port()
+    with storeless_server(port, "r-stuck", "stuck"):
+        wait = waiter(browser)
+        browser.get(f"http://127.0.0.1:{port}/")
+        browser_click(browser, "run-row")
+        status = browser.find_element(By.ID, "run-status")
+        wait.until(lambda d: status.text == "running")
+        browser_click(browser, "cancel-btn")
+        browser.switch_to.alert.accept()
+        cancel = wait.until(lambda d: _sent(d, "cancel"))
+        assert cancel["receipt"] == "accepted", cancel
+        wait.until(lambda d: status.text == "cancelled")
+        assert wait.until(lambda d: _terminal(d, cancel["correlation_id"])) == "steering.applied"

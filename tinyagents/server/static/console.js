@@ -904,7 +904,9 @@
     $("cancel-btn").addEventListener("click", () => {
       if (!state.selected) return;
       if (!window.confirm(`Cancel ${nameOf(state.selected)}? A cancelled run does not come back.`)) return;
-      send("cancel", state.selected, `${runPath(state.selected)}/abort`, {});
+      // at once: a model call in flight is interrupted (a run waiting on a slow model went
+      // on until it answered); a running tool call still finishes
+      send("cancel", state.selected, `${runPath(state.selected)}/abort`, { delivery: "immediate" });
     });
     $("steer-form").addEventListener("submit", (event) => {
       event.preventDefault();
