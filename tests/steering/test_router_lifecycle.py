@@ -65,6 +65,28 @@ async def test_a_second_terminal_report_is_a_loud_bug(rt: Runtime, make_run: Mak
         handle.inbox.failed(cmd, "again")
 
 
+async def test_a_copy_of_a_taken_command_is_reported_as_the_command_itself(
+    rt: Runtime, make_run: MakeRun, recorder: EventRecorder
+) -> None:
+    # The router finds the book of a command an inbox took by the very object; an equal copy
+    # (a command passed on through pickling, say) is found by its id, as ever.
+    handle = await make_run("r-1")
+    await rt.submit(make_command("r-1"))
+    await rt.submit(make_command("r-1"))
+    first, second = handle.inbox.take(Boundary.BEFORE_MODEL_CALL)
+    handle.inbox.applied(first.model_copy())
+    handle.inbox.failed(second, "no")
+    recorder.assert_lifecycle(
+        first.correlation_id, ["requested", "accepted", "delivered", "applied"]
+    )
+    recorder.assert_lifecycle(
+        second.correlation_id, ["requested", "accepted", "delivered", "failed"]
+    )
+    with pytest.raises(SteeringInvariantError, match="not open"):
+        handle.inbox.applied(first)  # the object itself, once its copy ended it
+    assert rt.router._queued == {}  # a command's book leaves with its terminal state
+
+
 async def test_reporting_a_command_that_was_never_submitted_is_a_loud_bug(
     rt: Runtime, make_run: MakeRun
 ) -> None:

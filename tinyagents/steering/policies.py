@@ -122,15 +122,15 @@ class AllowlistPolicy(CheckPolicy):
         target = ctx.target
         extra: list[str] = []
         what = ""
-        if cmd.kind is SteeringKind.CONSTRAIN_TOOLS and target.tools is not None:
+        if kind is SteeringKind.CONSTRAIN_TOOLS and target.tools is not None:
             extra = sorted(set(cmd.payload["tools"]) - target.tools)
             what = "tools"
-        elif cmd.kind is SteeringKind.CONSTRAIN_MODEL and target.models is not None:
+        elif kind is SteeringKind.CONSTRAIN_MODEL and target.models is not None:
             extra = [m for m in cmd.payload["models"] if m not in target.models]
             what = "models"
         if extra:
             return (
-                f"{cmd.kind.value} would widen the {what} of run {target.run_id} with "
+                f"{kind.value} would widen the {what} of run {target.run_id} with "
                 f"{_some(extra)}; allowed now: "
                 f"{sorted(target.tools or ()) if what == 'tools' else list(target.models or ())}"
                 " — steering can only narrow"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import field
 from datetime import datetime
+from operator import itemgetter
 
 from tinyagents._record import Record, record
 from tinyagents.protocol.boundary import Boundary
@@ -75,6 +76,12 @@ _Id = tuple[str, str]
 #: the key's tuple inside the item's: every command queued is one object fewer for the cyclic
 #: collector (a queue holds its commands until the run's next boundary).
 _Item = tuple[int, int, datetime, str, str, SteeringCommand]
+
+
+#: The fields of a command ``put_nowait`` reads, from its ``__dict__`` (where pydantic keeps
+#: them) at once: each attribute read of a pydantic model goes the slow way, through the
+#: ``__getattr__`` hook its class has (and every command is put).
+_ITEM_FIELDS = itemgetter("kind", "priority", "created_at", "correlation_id")
 
 
 def _id(cmd: SteeringCommand) -> _Id:
@@ -144,9 +151,10 @@ class SteeringQueue:
         if (_id(cmd) if key is None else key) in self._by_id:
             return f"duplicate correlation id {cmd.correlation_id}"
         if (
-            cmd.kind is SteeringKind.REDIRECT
+            # the queue's setting first: under the default, no command's fields are read
+            self.redirect_conflict is RedirectConflict.ERROR
+            and cmd.kind is SteeringKind.REDIRECT
             and not cmd.fork
-            and self.redirect_conflict is RedirectConflict.ERROR
             and self._live_redirects()
             and self._covering_cancel(cmd) is None
         ):
@@ -170,7 +178,7 @@ class SteeringQueue:
             refused = self.conflict(cmd, key)
             if refused is not None:
                 return PutOutcome(queued=False, rejected=refused)
-        kind = cmd.kind
+        kind, priority, created_at, correlation_id = _ITEM_FIELDS(cmd.__dict__)
         if kind in _CONFLICT_KINDS or (by_kind and by_kind.get(SteeringKind.CANCEL)):
             outcome = self._resolve_conflicts(cmd)
             if not outcome.queued:
@@ -178,7 +186,7 @@ class SteeringQueue:
         else:  # nothing it can conflict with: most commands (this runs for every one)
             outcome = _QUEUED
         # ``order_key(cmd, depth)``, the scope and the command, as one tuple (``_Item``)
-        item = (depth, -cmd.priority, cmd.created_at, cmd.correlation_id, key[0], cmd)
+        item = (depth, -priority, created_at, correlation_id, key[0], cmd)
         heap = self._heap
         if heap is None:
             heap = self._heap = []

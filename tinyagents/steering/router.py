@@ -12,6 +12,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from tinyagents import _clock
@@ -186,6 +187,12 @@ class SteeringRouter:
         self.grants: set[tuple[str, str]] = set()
         self._capabilities: set[MiddlewareCapability] = set()
         self._tracked: dict[_Key, _Tracked] = {}  # open commands only
+        #: The queued (then delivered) commands' books by the command's ``id``, until
+        #: terminal: an inbox reports a command by the very object it took, whose book is
+        #: then found without making its key (``_key``: three attribute reads of a pydantic
+        #: model and a string, at delivered and at applied). The book holds the command, so
+        #: its ``id`` is not reused while it is here.
+        self._queued: dict[int, _Tracked] = {}
         # The ids of the latest ``dedupe_horizon`` commands (and of every open one), oldest
         # first in ``_seen_order``, the terminal state of those that ended and the run each
         # was filed under (a duplicate's receipt names it): older ids are forgotten (a
@@ -762,8 +769,9 @@ class SteeringRouter:
     ) -> None:
         """``cmd`` was delivered at ``boundary`` (``at``: when, for all the commands one
         boundary takes; now if not given)."""
-        # ``_open(cmd)`` inline (it raises for a command not open)
-        tracked = self._tracked.get(_key(cmd)) or self._open(cmd)
+        tracked = self._queued.get(id(cmd))
+        if tracked is None or tracked.cmd is not cmd:  # ``_open(cmd)`` inline
+            tracked = self._tracked.get(_key(cmd)) or self._open(cmd)
         tracked.state = CommandState.DELIVERED
         # ``_value_``: the member's text without the ``value`` property's descriptor call
         # by position: binding keywords costs more (this runs for every command)
@@ -771,8 +779,9 @@ class SteeringRouter:
         self._emit("steering.delivered", tracked, at, None, None, boundary._value_, where)
 
     def mark_applied(self, cmd: SteeringCommand, affected: dict[str, Any]) -> None:
-        # ``_open(cmd)`` inline (it raises for a command not open)
-        tracked = self._tracked.get(_key(cmd)) or self._open(cmd)
+        tracked = self._queued.get(id(cmd))
+        if tracked is None or tracked.cmd is not cmd:  # ``_open(cmd)`` inline
+            tracked = self._tracked.get(_key(cmd)) or self._open(cmd)
         self._emit("steering.applied", tracked, None, None, None, None, affected)
 
     def mark_failed(self, cmd: SteeringCommand, reason: str) -> None:
@@ -1170,13 +1179,12 @@ class SteeringRouter:
             return
         if not outcome.queued:
             return
+        self._queued[id(cmd)] = tracked
         kind = cmd.kind
-        if (
-            cmd.delivery is SteeringDelivery.IMMEDIATE
-            # a cancel's only (construction and ``submit`` refuse it for any other kind:
-            # checked again all the same, as an interrupt by mistake costs a model call)
-            and kind is SteeringKind.CANCEL
-        ):
+        # An immediate delivery is a cancel's only (construction and ``submit`` refuse it for
+        # any other kind: checked again all the same, as an interrupt by mistake costs a model
+        # call); the kind is asked first, so no other command has its delivery read here.
+        if kind is SteeringKind.CANCEL and cmd.delivery is SteeringDelivery.IMMEDIATE:
             handle.driver.interrupt_now(cmd)
         elif kind is SteeringKind.CONSTRAIN_TOOLS or kind is SteeringKind.CONSTRAIN_MODEL:
             handle.driver.narrowing_queued(cmd)
@@ -1221,7 +1229,7 @@ class SteeringRouter:
         info = tracked.info
         return SteeringReceipt.issue(
             status,
-            tracked.cmd.correlation_id,
+            tracked.key[1],  # the correlation id
             info.run_id if info is not None else None,
             reason,
             policy_id,
@@ -1308,6 +1316,8 @@ class SteeringRouter:
             tracked.state = terminal
             key = tracked.key
             del self._tracked[key]
+            if self._queued.get(id(tracked.cmd)) is tracked:
+                del self._queued[id(tracked.cmd)]
             self._terminal[key] = terminal
             if run_id is not None:
                 self._ended_in[key] = run_id
@@ -1319,8 +1329,8 @@ class SteeringRouter:
 
 def _key(cmd: SteeringCommand) -> _Key:
     """``cmd``'s correlation id in its sender's scope: its key in the router's books and in
-    its run's queue. (``dedupe_scope(cmd.actor)`` written out: a key is asked for three times
-    for every command, at submit, delivered and applied.)"""
+    its run's queue. (``dedupe_scope(cmd.actor)`` written out: a key is made for every
+    command at submit; at delivered and applied its book is found by identity, ``_queued``.)"""
     actor = cmd.actor
     return (f"tenant:{actor.tenant_id}" if type(actor) is HumanActor else "", cmd.correlation_id)
 
@@ -1352,10 +1362,16 @@ _TERMINAL_OF = {f"steering.{state}": state if state.terminal else None for state
 _TERMINAL = frozenset(state for state in CommandState if state.terminal)
 
 
+#: The fields of a command ``_events_for`` reads, from its ``__dict__`` (where pydantic keeps
+#: them) at once: each attribute read of a pydantic model goes the slow way, through the
+#: ``__getattr__`` hook its class has.
+_EVENT_FIELDS = itemgetter("target", "actor", "kind", "correlation_id", "checkpoint_id", "payload")
+
+
 def _events_for(tracked: _Tracked, registry: RunRegistry) -> _Shared:
     """Make the fields all of ``tracked``'s events share, and keep them there."""
     cmd, info = tracked.cmd, tracked.info
-    target = cmd.target
+    target, actor, kind, correlation_id, checkpoint_id, payload = _EVENT_FIELDS(cmd.__dict__)
     if type(target) is AgentRunTarget:  # ``_task_and_node`` inline: the usual target
         task_id = node_id = None
     else:
@@ -1367,7 +1383,7 @@ def _events_for(tracked: _Tracked, registry: RunRegistry) -> _Shared:
         # a parent agent, graph supervisor or run middleware acts from (the tenant whose
         # runs its thread command waits among), else its operator would never see them.
         run_id = root_run_id = parent_run_id = None
-        tenant_id = registry.thread_tenant(cmd.actor)
+        tenant_id = registry.thread_tenant(actor)
     else:
         run_id, root_run_id = info.run_id, info.root_run_id
         parent_run_id, tenant_id = info.parent_run_id, info.tenant_id
@@ -1379,16 +1395,16 @@ def _events_for(tracked: _Tracked, registry: RunRegistry) -> _Shared:
         parent_run_id,
         tenant_id,
         target,
-        cmd.actor,
-        cmd.kind,
-        cmd.correlation_id,
+        actor,
+        kind,
+        correlation_id,
         task_id,
         node_id,
-        cmd.checkpoint_id,
+        checkpoint_id,
     )
     tracked.events = events
     # Read-only: the command's events share it (and a consumer's change would be theirs).
-    tracked.summary = summarize(cmd.payload, read_only=True)
+    tracked.summary = summarize(payload, read_only=True)
     tracked.events_cmd, tracked.events_info = cmd, info
     return events
 
