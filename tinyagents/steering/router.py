@@ -471,7 +471,7 @@ class SteeringRouter:
             sent = await send(tracked.cmd)
         finally:
             if sent:
-                del self._tracked[tracked.key]
+                self._untrack(tracked)
             else:
                 await self._wait_again(thread, tracked)
         return sent
@@ -691,7 +691,7 @@ class SteeringRouter:
                 # this router's own refusal, whose reply was lost: it ends here
                 self._finish(tracked, "rejected", reason=refusal[0], policy_id=refusal[1])
                 return True
-            del self._tracked[tracked.key]
+            self._untrack(tracked)
             self._terminal[tracked.key] = state
             if stored is not None and stored.run_id is not None:
                 self._ended_in[tracked.key] = stored.run_id
@@ -709,9 +709,17 @@ class SteeringRouter:
                 return False
             # another runtime took it from the log (it is theirs to settle) since it was
             # deferred here
-            del self._tracked[tracked.key]
+            self._untrack(tracked)
             return True
         return False
+
+    def _untrack(self, tracked: _Tracked) -> None:
+        """Close ``tracked``'s book here without a terminal state of this router's own (it
+        was handed over, or another runtime settles it): gone from ``_tracked`` and from
+        ``_queued`` (which would keep its command alive)."""
+        self._tracked.pop(tracked.key, None)
+        if self._queued.get(id(tracked.cmd)) is tracked:
+            del self._queued[id(tracked.cmd)]
 
     async def target_finished(self, handle: RunHandle) -> None:
         """The run reached its last boundary: fail what is pending, settle what waits on it."""
@@ -1049,7 +1057,7 @@ class SteeringRouter:
                 if not moved and state == CommandState.REJECTED:
                     moved = await self._rejected_after_all(tracked, command, run_id)
                 if not moved:
-                    self._tracked.pop(tracked.key, None)
+                    self._untrack(tracked)
                 return moved
             try:
                 inserted = await store.append_command(
