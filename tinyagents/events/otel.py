@@ -50,7 +50,9 @@ from tinyagents.protocol.state import RunStatus
 
 #: The events that end a run's invocation: it finished, or it stopped on an interrupt.
 _RUN_END = frozenset(
-    f"run.{status.value}" for status in RunStatus if status.finished or status is RunStatus.INTERRUPTED
+    f"run.{status.value}"
+    for status in RunStatus
+    if status.finished or status is RunStatus.INTERRUPTED
 )
 
 
