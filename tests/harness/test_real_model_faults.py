@@ -615,3 +615,47 @@ async def test_a_stream_whose_first_answer_was_an_error_body_is_retried() -> Non
         pieces = [chunk async for chunk in model_for(server, max_retries=1).stream(ask())]
     assert pieces[-1].response is not None and pieces[-1].response.text == "recovered"
     assert len(server.requests) == 2
+
+
+class _JsonBodyStream:
+    """A stream as litellm hands one over whose body is one JSON document (the OpenAI SDK's
+    stream, its ``httpx`` response not read yet), whose read fails with ``error``."""
+
+    def __init__(self, error: BaseException) -> None:
+        self._hidden_params = {
+            "additional_headers": {"llm_provider-content-type": "application/json"}
+        }
+        self.error = error
+        self.closed = 0
+
+        async def aread() -> bytes:
+            raise self.error
+
+        response = type("Response", (), {"aread": staticmethod(aread)})()
+        self.completion_stream = type("Stream", (), {"response": response})()
+
+    async def aclose(self) -> None:
+        self.closed += 1
+
+
+@pytest.mark.parametrize(
+    "error",
+    [TimeoutError(), asyncio.CancelledError(), OSError("connection reset")],
+    ids=["timeout", "cancelled", "read-error"],
+)
+async def test_a_stream_whose_error_body_cannot_be_read_is_closed(error: BaseException) -> None:
+    """Found at review: the read of a one-JSON-body stream ran before the stream's reading,
+    outside its ``aclose`` on failure: a read that timed out (retried: once per attempt), was
+    cancelled (the console's Cancel is immediate) or broke left the connection open."""
+    from tinyagents.harness.litellm_model import _open_stream
+
+    stream = _JsonBodyStream(error)
+
+    class _Litellm:
+        @staticmethod
+        async def acompletion(**kwargs: Any) -> _JsonBodyStream:
+            return stream
+
+    with pytest.raises(type(error)):
+        await _open_stream(_Litellm(), {}, "openai/m", None, timeout_s=5)
+    assert stream.closed == 1

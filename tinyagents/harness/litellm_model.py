@@ -944,7 +944,12 @@ async def _open_stream(
     before that is failing to open, which is retried; a body that is not a stream of a
     completion is ``not_a_stream``."""
     chunks = await litellm.acompletion(**kwargs)
-    if (error := await _error_body(chunks, timeout_s)) is not None:
+    try:  # before the watch, which takes the stream's place (and its response) in ``chunks``
+        error = await _error_body(chunks, timeout_s)
+    except BaseException:  # a read that timed out, broke or was cancelled: closed all the same
+        await chunks.aclose()
+        raise
+    if error is not None:
         await chunks.aclose()
         raise error
     opened = _Opened(chunks=chunks, received=[], watch=RefusalWatch.watch(chunks))
