@@ -169,7 +169,7 @@ def _check_source(call: str, source: object, methods: tuple[str, ...]) -> None:
     if missing:
         raise ConfigurationError(
             f"{call} takes an object with {' and '.join(f'{m}()' for m in methods)}, got "
-            f"{type(source).__name__} {str(source)[:100]!r} (no {', '.join(missing)})"
+            f"{type(source).__name__} (no {', '.join(missing)})"
         )
 
 

@@ -54,6 +54,7 @@ from tinyagents.protocol.commands import (
     SteeringReceipt,
     sender_tenant,
 )
+from tinyagents.protocol.ids import shown_repr
 from tinyagents.protocol.state import CommandState, RunStatus
 from tinyagents.runs.handle import RunHandle, RunResult
 from tinyagents.runs.host import provide_private_host
@@ -1545,6 +1546,6 @@ def _sinks(sinks: Iterable[Sink]) -> list[Sink]:
             )
         if not callable(sink):
             raise ConfigurationError(
-                f"sinks= holds callables (event) -> None, got {type(sink).__name__} {sink!r}"
+                f"sinks= holds callables (event) -> None, got {type(sink).__name__} {shown_repr(sink)}"
             )
     return listed

@@ -23,6 +23,7 @@ from typing import Any
 
 from tinyagents.errors import ArgumentError, ConfigurationError
 from tinyagents.events.models import Event
+from tinyagents.protocol.ids import shown_repr
 
 Sink = Callable[[Event], None]
 EventFilter = Callable[[Event], bool]
@@ -155,7 +156,7 @@ class EventBus:
             )
         if not callable(sink):  # taken, it raised at every event (as subscribe's ``where``)
             raise ConfigurationError(
-                f"add_sink({sink!r:.80}) takes a callable (event) -> None, e.g. a MemorySink() "
+                f"add_sink({shown_repr(sink)}) takes a callable (event) -> None, e.g. a MemorySink() "
                 f"or a function; got {type(sink).__name__}"
             )
         self._sinks = (*self._sinks, sink)

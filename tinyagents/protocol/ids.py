@@ -137,10 +137,11 @@ def shown_name(text: str) -> str:
 def shown_repr(value: object) -> str:
     """``shown_id(repr(value))``, but an integer Python will not print (past 4,300 digits)
     is named by its size, and another value whose ``repr`` raises (a list holding such an
-    integer) by its type: quoting it in an error raised a bare ``ValueError``."""
+    integer, or an object whose ``__repr__`` raises) by its type: quoting it in an error
+    raised a bare ``ValueError`` (or that ``__repr__``'s error) in place of the error meant."""
     try:
         text = repr(value)
-    except ValueError:
+    except Exception:
         if isinstance(value, int):
             return int_named(value)
         return f"a {type(value).__name__} that cannot be printed"

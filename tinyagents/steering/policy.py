@@ -25,6 +25,7 @@ from typing import Any, Literal, Protocol, Self, SupportsIndex
 from tinyagents._record import Record, record
 from tinyagents.errors import ArgumentError, ConfigurationError, InvalidCommandError
 from tinyagents.protocol.commands import SteeringCommand
+from tinyagents.protocol.ids import shown_repr
 from tinyagents.runs.info import RunInfo
 from tinyagents.runs.tree import RunTree
 
@@ -142,7 +143,7 @@ def _policies(policies: Iterable[Policy], start: int = 0) -> list[Policy]:
     if isinstance(policies, (str, bytes)) or not isinstance(policies, Iterable):
         raise ConfigurationError(
             f"a pipeline takes a list of policies, got {type(policies).__name__} "
-            f"{policies!r:.80}; e.g. PolicyPipeline([*default_policies(), MyPolicy()])"
+            f"{shown_repr(policies)}; e.g. PolicyPipeline([*default_policies(), MyPolicy()])"
         )
     return [_policy(p, i) for i, p in enumerate(policies, start)]
 
@@ -158,7 +159,7 @@ def _policy(policy: Policy, index: SupportsIndex) -> Policy:
         )
     if not callable(policy):
         raise ConfigurationError(
-            f"policy {index} is no policy: {type(policy).__name__} {policy!r:.80}; a policy is "
+            f"policy {index} is no policy: {type(policy).__name__} {shown_repr(policy)}; a policy is "
             "async (cmd, ctx, call_next) -> Decision, with a policy_id (or a CheckPolicy)"
         )
     policy_id = getattr(policy, "policy_id", None)
