@@ -15,6 +15,7 @@ import math
 from datetime import UTC, datetime, timedelta
 
 from tinyagents.errors import ArgumentError, ConfigurationError
+from tinyagents.protocol.ids import shown_repr
 
 __all__ = ["EPOCH", "FakeClock"]
 
@@ -36,17 +37,18 @@ class FakeClock:
         if not isinstance(start, datetime):  # its .tzinfo was an AttributeError
             raise ConfigurationError(
                 f"FakeClock's start is a timezone-aware datetime, got {type(start).__name__} "
-                f"{start!r}; e.g. datetime(2025, 1, 1, tzinfo=UTC)"
+                f"{shown_repr(start)}; e.g. datetime(2025, 1, 1, tzinfo=UTC)"
             )
         if isinstance(tick, bool) or not isinstance(tick, (int, float)):
             raise ConfigurationError(
-                f"tick must be a number of seconds, got {type(tick).__name__} {tick!r}"
+                f"tick must be a number of seconds, got {type(tick).__name__} {shown_repr(tick)}"
             )
         if start.tzinfo is None:
             raise ArgumentError("FakeClock needs a timezone-aware start, e.g. tzinfo=UTC")
-        if not math.isfinite(tick) or tick < 0 or tick > MAX_SECONDS:
+        if not _finite(tick) or tick < 0 or tick > MAX_SECONDS:
             raise ArgumentError(
-                f"tick must be a finite number of seconds from 0 to {MAX_SECONDS:.0f}, got {tick}"
+                f"tick must be a finite number of seconds from 0 to {MAX_SECONDS:.0f}, "
+                f"got {shown_repr(tick)}"
             )
         try:
             start.astimezone(UTC)
@@ -88,18 +90,31 @@ class FakeClock:
         takes = "takes a finite number of seconds >= 0"
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
             # "5" and None were math.isfinite's TypeError, naming no call; True was 1 s
-            raise ArgumentError(f"advance({seconds!r}) {takes}, got {type(seconds).__name__}")
-        if not math.isfinite(seconds):
+            raise ArgumentError(
+                f"advance({shown_repr(seconds)}) {takes}, got {type(seconds).__name__}"
+            )
+        if not _finite(seconds):
             raise ArgumentError(f"advance({seconds}) {takes}: time moves by a finite amount")
         if seconds < 0:
-            raise ArgumentError(f"a clock cannot go backwards: advance({seconds}) {takes}")
-        elapsed = self.elapsed + seconds
+            raise ArgumentError(
+                f"a clock cannot go backwards: advance({shown_repr(seconds)}) {takes}"
+            )
         try:
             # Refused here, not at the next now(): a clock past datetime.max cannot tell time.
+            elapsed = self.elapsed + seconds  # an integer past any float overflows here
             (self.start + timedelta(seconds=elapsed)).astimezone(UTC)
         except OverflowError:
             raise ArgumentError(
-                f"advance({seconds}) takes the clock past {datetime.max.year} AD; "
+                f"advance({shown_repr(seconds)}) takes the clock past {datetime.max.year} AD; "
                 "advance by a finite number of seconds the calendar can hold"
             ) from None
         self.elapsed = elapsed
+
+
+def _finite(seconds: float) -> bool:
+    """``math.isfinite``, but an integer too large for a float (which it raises
+    ``OverflowError`` for) is finite: the checks after this one refuse it by its size."""
+    try:
+        return math.isfinite(seconds)
+    except OverflowError:
+        return True

@@ -52,6 +52,7 @@ from tinyagents import (
     SteeringTarget,
 )
 from tinyagents.errors import ArgumentError, ConfigurationError, InvalidIdError
+from tinyagents.events import EventBus
 from tinyagents.graph import END, START, Command, StateGraph, interrupt
 from tinyagents.protocol.ids import MAX_ID_LENGTH
 from tinyagents.steering import AuthorityPolicy, PayloadPolicy, default_policies
@@ -400,3 +401,53 @@ def test_a_pipeline_insert_at_no_such_policy_or_at_two_places_is_an_argument_err
     with pytest.raises(ArgumentError, match="not both"):
         pipeline.insert(PayloadPolicy(), before="payload", after="authority")
     assert pipeline.ids == before
+
+
+class _Unprintable:
+    """An object whose ``str`` and ``repr`` raise (as a huge integer's do)."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+    __repr__ = __str__
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda v: use_clock(v).__enter__(),
+        lambda v: use_ids(v).__enter__(),
+        lambda v: PolicyPipeline([v]),
+        lambda v: PolicyPipeline(v),
+        lambda v: Runtime(sinks=[v]),
+        lambda v: EventBus().add_sink(v),
+    ],
+    ids=["use_clock", "use_ids", "policy", "policies", "sinks", "add_sink"],
+)
+@pytest.mark.parametrize("value", [10**5000, _Unprintable()], ids=["huge-int", "unprintable"])
+def test_a_refusal_of_what_is_no_clock_policy_or_sink_names_a_value_it_cannot_print(
+    make: Any, value: object
+) -> None:
+    """Found at review: the refusals added in this round quoted the value with ``str`` or
+    ``repr``: an integer past 4,300 digits made the message itself a bare ``ValueError``."""
+    with pytest.raises(ConfigurationError):
+        make(value)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: FakeClock(tick=10**5000),
+        lambda: FakeClock(tick=-(10**5000)),
+        lambda: FakeClock().advance(10**5000),
+        lambda: FakeClock().advance(-(10**5000)),
+        lambda: FakeClock(10**5000),  # type: ignore[arg-type]
+    ],
+    ids=["tick", "negative-tick", "advance", "advance-back", "start"],
+)
+def test_a_fake_clock_given_an_integer_past_any_float_is_an_argument_error(make: Any) -> None:
+    """Found at review: ``math.isfinite`` raises ``OverflowError`` for an integer too large
+    for a float, and the messages printed the integer (a ``ValueError`` past 4,300 digits);
+    docs/testing.md promises an ``ArgumentError`` (a ``ValueError``) for such an amount."""
+    with pytest.raises((ArgumentError, ConfigurationError)):
+        make()
