@@ -580,3 +580,21 @@ async def test_a_delete_undone_with_its_block_keeps_the_failed_release_in_mind(
         await cp.acquire("t", "run-2")
         await cp.release("t", "run-2")
         assert cp._unreleased == {}
+
+
+@pytest.mark.parametrize("where", ["file", ":memory:"])
+async def test_a_release_failing_after_a_delete_in_one_block_is_kept_in_mind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Found at review: the block's commit forgot every failed release of a thread it
+    deleted, a failed release made after the delete (a new run's, in the same block) too,
+    whose row the commit keeps: that run's own thread was then ``ThreadBusy`` to it."""
+    path = tmp_path / "db.sqlite" if where == "file" else ":memory:"
+    async with SqliteCheckpointer(path) as cp:
+        async with cp.saving_together():
+            await cp.delete_thread("t")
+            await cp.acquire("t", "run-2")
+            _release_fails_once(cp, monkeypatch)
+            await cp.release("t", "run-2")
+        assert cp._unreleased == {"t": "run-2"}
+        await cp.acquire("t", "run-3")  # run-2's row, let go of here: taken at once

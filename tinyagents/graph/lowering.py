@@ -989,7 +989,8 @@ def fork_id_problem(fork: str) -> str | None:
     if len(fork) <= MAX_ID_LENGTH:
         return None
     return (
-        f"cannot fork: the fork's thread id, <thread_id>~<correlation_id>, would be "
+        "cannot fork: the fork's thread id, <thread_id>~<correlation_id> (and, for a human "
+        "sender, ~<8 hex digits> of their scope), would be "
         f"{len(fork)} characters, and a thread id is at most {MAX_ID_LENGTH}; send it with a "
         "shorter correlation_id, or fork the thread with graph.fork(..., new_thread_id=...) "
         "and send the command to a run there"

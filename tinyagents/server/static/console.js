@@ -423,7 +423,10 @@
     const hidden = shown.length ? 0 : roots.length;
     $("tree-hidden").hidden = !hidden;
     if (hidden) {
-      const trees = `${hidden} finished tree${hidden === 1 ? "" : "s"}`;
+      // ``roots`` is the pages read so far: with more to read, there are more hidden
+      const trees = state.more
+        ? `${hidden} or more finished trees`
+        : `${hidden} finished tree${hidden === 1 ? "" : "s"}`;
       $("tree-hidden").textContent = `No live runs: ${trees} hidden (tick “show finished trees” to see ${hidden === 1 ? "it" : "them"}).`;
     }
     $("tree-more").hidden = !state.more;

@@ -35,7 +35,7 @@ import os
 import secrets
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from contextvars import ContextVar
 from typing import Any, NoReturn
 
@@ -456,7 +456,7 @@ class SqliteCheckpointer(Checkpointer):
             conn = await connect(self.path, isolation_level=None)
         except (sqlite3.Error, ValueError) as exc:
             raise StoreError(f"SQLite checkpointer {self.path!r}: {exc}") from exc
-        deleted: set[str] = set()
+        deleted: dict[str, str | None] = {}
         token = _together.set(block := [self, conn, deleted])
         try:
             await self._fetch("PRAGMA busy_timeout=10000", ())
@@ -480,7 +480,7 @@ class SqliteCheckpointer(Checkpointer):
         """``saving_together`` on a ``":memory:"`` database: one transaction on its one
         connection, which the block holds (``_block``) until it ends."""
         await self._take_block()
-        deleted: set[str] = set()
+        deleted: dict[str, str | None] = {}
         token = _together.set(block := [self, db, deleted])
         try:
             await self._fetch("BEGIN IMMEDIATE", ())
@@ -497,11 +497,13 @@ class SqliteCheckpointer(Checkpointer):
             _together.reset(token)
             self._block.release()
 
-    def _forget_unreleased(self, deleted: Iterable[str]) -> None:
-        """Threads whose lease rows are deleted for good: a failed release of theirs
-        (``_unreleased``) has no row left to take over."""
-        for thread_id in deleted:
-            self._unreleased.pop(thread_id, None)
+    def _forget_unreleased(self, deleted: dict[str, str | None]) -> None:
+        """Threads whose lease rows are deleted for good, each with the failed release
+        (``_unreleased``) it had when deleted: that one has no row left to take over (a
+        release failing since, of a run that took the thread again, has its own row)."""
+        for thread_id, unreleased in deleted.items():
+            if unreleased is not None and self._unreleased.get(thread_id) == unreleased:
+                del self._unreleased[thread_id]
 
     async def latest(self, thread_id: str, ns: str = "") -> CheckpointRecord | None:
         if unheld_key(thread_id, ns, nul=False):
@@ -648,22 +650,25 @@ class SqliteCheckpointer(Checkpointer):
                     raise ThreadBusy(thread_id)
             for table in ("checkpoints", "checkpoint_writes", "thread_leases"):
                 await self._fetch(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
-            together[2].add(thread_id)  # undone if the block raises: forgotten at its commit
+            together[2][thread_id] = (
+                unreleased  # undone if the block raises: forgotten at its commit
+            )
             return
         if self._file is None:  # ":memory:": no other process can hold a thread
             for table in ("checkpoints", "checkpoint_writes", "thread_leases"):
                 await self._fetch(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
+            unreleased = self._unreleased.get(thread_id)
             if together and together[0] is self:
-                together[2].add(thread_id)  # in the block's transaction, as above
+                together[2][thread_id] = unreleased  # in the block's transaction, as above
             else:
-                self._forget_unreleased((thread_id,))
+                self._forget_unreleased({thread_id: unreleased})
             return
         unreleased = self._unreleased.get(thread_id)
         try:
             await asyncio.to_thread(self._delete_thread, thread_id, unreleased)
         except sqlite3.Error as exc:
             raise StoreError(f"SQLite checkpointer {self.path!r}: {exc}") from exc
-        self._forget_unreleased((thread_id,))
+        self._forget_unreleased({thread_id: unreleased})
 
     def _delete_thread(self, thread_id: str, unreleased: str | None) -> None:
         """``delete_thread``'s transaction, in a worker thread: ``BEGIN IMMEDIATE`` holds the
