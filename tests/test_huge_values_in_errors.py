@@ -28,6 +28,7 @@ from tinyagents.errors import (
     InvalidCommandError,
 )
 from tinyagents.graph import START, RetryPolicy, StateGraph
+from tinyagents.server import OBSERVE_RIGHT, Auth
 from tinyagents.store.checkpoint import MemoryCheckpointer, SqliteCheckpointer
 from tinyagents.testkit import ScriptedModel
 
@@ -54,6 +55,16 @@ def _run(**config: Any) -> None:
     asyncio.run(_graph().compile().run({"x": 1}, **config))
 
 
+async def _start_graph(**options: Any) -> None:
+    async with Runtime() as rt:
+        await rt.start_graph(_graph().compile(), {"x": 1}, **options)
+
+
+def _history(**options: Any) -> None:
+    graph = _graph().compile(checkpointer=MemoryCheckpointer())
+    asyncio.run(graph.history("t-1", **options))
+
+
 CASES: dict[str, tuple[Callable[[], object], type[Exception]]] = {
     # tinyagents._bounds, the check many settings use
     "a count below its least": (lambda: whole_number("ring_size", -HUGE), ConfigurationError),
@@ -69,19 +80,28 @@ CASES: dict[str, tuple[Callable[[], object], type[Exception]]] = {
         lambda: LiteLLMModel("openai/x", timeout_s=HUGE),
         ConfigurationError,
     ),
+    # ArgumentError: a ConfigurationError, as PostgreSQL's synchronous_commit, and a ValueError
     "a checkpointer's lease_ttl": (
         lambda: SqliteCheckpointer(":memory:", lease_ttl=-HUGE),
-        ValueError,
+        ArgumentError,
+    ),
+    "a checkpointer's lease_ttl past any float": (
+        lambda: SqliteCheckpointer(":memory:", lease_ttl=HUGE),
+        ArgumentError,
     ),
     "a checkpointer's synchronous": (
         lambda: SqliteCheckpointer(":memory:", synchronous=HUGE),  # type: ignore[arg-type]
-        ValueError,
+        ArgumentError,
     ),
     "a checkpointer's snapshot_every": (
         lambda: MemoryCheckpointer(snapshot_every=-HUGE),
-        ValueError,
+        ArgumentError,
     ),
     "a retry policy's attempts": (lambda: RetryPolicy(max_attempts=-HUGE), ArgumentError),
+    "a retry policy's wait past any float": (
+        lambda: RetryPolicy(initial_interval=HUGE),
+        ArgumentError,
+    ),
     "an agent's unknown_tools": (
         lambda: Agent("a", ScriptedModel([]), unknown_tools=HUGE),  # type: ignore[arg-type]
         ConfigurationError,
@@ -95,6 +115,31 @@ CASES: dict[str, tuple[Callable[[], object], type[Exception]]] = {
         GraphValidationError,
     ),
     "a run's recursion_limit": (lambda: _run(recursion_limit=-HUGE), ArgumentError),
+    "a run's max_concurrency": (lambda: _run(max_concurrency=-HUGE), ConfigurationError),
+    "a run's durability": (lambda: _run(durability=HUGE), ArgumentError),
+    "a run's checkpoint_during": (lambda: _run(checkpoint_during=HUGE), ArgumentError),
+    "a batch's concurrency": (
+        lambda: asyncio.run(_graph().compile().abatch([{"x": 1}], concurrency=-HUGE)),
+        ArgumentError,
+    ),
+    "a graph run's wait_on_interrupt": (
+        lambda: asyncio.run(_start_graph(wait_on_interrupt=HUGE)),
+        ConfigurationError,
+    ),
+    "a token's lifetime": (
+        lambda: Auth(Auth.generate_key()).mint(
+            user="u", tenant="t", rights=[OBSERVE_RIGHT], ttl_s=-HUGE
+        ),
+        ConfigurationError,
+    ),
+    "a graph's state class": (lambda: StateGraph(HUGE), ConfigurationError),  # type: ignore[arg-type]
+    "a graph's context_schema": (
+        lambda: StateGraph(State, context_schema=HUGE),
+        ArgumentError,
+    ),
+    "a history's ns": (lambda: _history(ns=HUGE), ArgumentError),
+    "a history's before": (lambda: _history(before=HUGE), ArgumentError),
+    "a history's filter": (lambda: _history(filter=HUGE), ArgumentError),
     "a node's timeout": (
         lambda: StateGraph(State).add_node("a", lambda s: {}, timeout=HUGE),
         GraphValidationError,

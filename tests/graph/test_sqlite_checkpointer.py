@@ -15,7 +15,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tinyagents.errors import ConfigurationError, InvalidUpdateError, StoreError, ThreadBusy
+from tinyagents.errors import (
+    ArgumentError,
+    ConfigurationError,
+    InvalidUpdateError,
+    StoreError,
+    ThreadBusy,
+)
 from tinyagents.graph import END, START, Command, StateGraph, interrupt
 from tinyagents.store.checkpoint import (
     CheckpointRecord,
@@ -369,15 +375,18 @@ def test_settings_of_the_wrong_kind_are_refused_when_made(tmp_path: Path) -> Non
     # lease_ttl=-1 or NaN was taken (every lease counted as expired, or never), synchronous
     # "BOGUS" was handed to a PRAGMA that ignores what it does not know (and "OFF; ..." to
     # SQLite as a second statement), snapshot_every="x" was a TypeError, 2.5 taken
+    # refused with ArgumentError: a ConfigurationError (PostgreSQL's synchronous_commit's), and
+    # the bare ValueError these were before (except ValueError still catches them)
+    assert issubclass(ArgumentError, ConfigurationError) and issubclass(ArgumentError, ValueError)
     path = tmp_path / "cp.db"
     for ttl in (-1, float("nan"), float("inf"), "60", True):
-        with pytest.raises(ValueError, match=r"lease_ttl must be a finite number of seconds"):
+        with pytest.raises(ArgumentError, match=r"lease_ttl must be a finite number of seconds"):
             SqliteCheckpointer(path, lease_ttl=ttl)  # type: ignore[arg-type]
     for sync in ("BOGUS", "OFF; DROP TABLE checkpoints", 1):
-        with pytest.raises(ValueError, match=r"synchronous must be one of OFF, NORMAL, FULL"):
+        with pytest.raises(ArgumentError, match=r"synchronous must be one of OFF, NORMAL, FULL"):
             SqliteCheckpointer(path, synchronous=sync)  # type: ignore[arg-type]
     for every in ("x", 2.5, 0, True):
-        with pytest.raises(ValueError, match=r"snapshot_every must be a whole number"):
+        with pytest.raises(ArgumentError, match=r"snapshot_every must be a whole number"):
             MemoryCheckpointer(snapshot_every=every)  # type: ignore[arg-type]
     assert SqliteCheckpointer(path, synchronous="full", lease_ttl=5).synchronous == "FULL"
     assert not path.exists()

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tinyagents.errors import ArgumentError
+from tinyagents.protocol.ids import shown_repr
 
 if TYPE_CHECKING:
     from tinyagents.graph.types import GraphResult
@@ -25,7 +26,7 @@ def check_batch(
         isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
     ):
         raise ArgumentError(
-            f"concurrency is a whole number of runs, 1 or more; got {concurrency!r}"
+            f"concurrency is a whole number of runs, 1 or more; got {shown_repr(concurrency)}"
         )
     if thread_ids is None:
         return [None] * len(inputs)

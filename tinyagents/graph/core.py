@@ -881,7 +881,7 @@ def check_max_concurrency(limit: object) -> int | None:
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise ConfigurationError(
             "max_concurrency must be None (no limit) or a whole number of tasks >= 1, got "
-            f"{limit!r}"
+            f"{shown_repr(limit)}"
         )
     return limit
 

@@ -63,6 +63,7 @@ from tinyagents.protocol.commands import (
     SteeringKind,
     mutable_copy,
 )
+from tinyagents.protocol.ids import shown_repr
 from tinyagents.protocol.state import RunStatus
 from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
 from tinyagents.runs.host import require_open
@@ -303,7 +304,7 @@ async def start_graph_run(
         )
     if not isinstance(wait_on_interrupt, bool):  # "no" was taken as true
         raise ConfigurationError(
-            f"rt.start_graph(wait_on_interrupt=...) is True or False, got {wait_on_interrupt!r}"
+            f"rt.start_graph(wait_on_interrupt=...) is True or False, got {shown_repr(wait_on_interrupt)}"
         )
     parent_id = parent_run_id(parent)
     parent_handle = runtime.runs.get(parent_id) if parent_id is not None else None

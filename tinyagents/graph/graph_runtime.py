@@ -40,6 +40,7 @@ from tinyagents.graph._context import (
     thread_attempt,
 )
 from tinyagents.graph.longterm import node_store
+from tinyagents.protocol.ids import shown_repr
 
 if TYPE_CHECKING:
     from tinyagents.graph.context import NodeContext
@@ -310,7 +311,7 @@ def check_context_schema(schema: Any) -> Any:
     TypedDict or any other class), or None."""
     if schema is not None and not isinstance(schema, type):
         raise ArgumentError(
-            f"context_schema is a class (a dataclass, TypedDict or pydantic model), got {schema!r}"
+            f"context_schema is a class (a dataclass, TypedDict or pydantic model), got {shown_repr(schema)}"
         )
     return schema
 
@@ -320,7 +321,9 @@ def from_checkpoint_during(durability: Any, checkpoint_during: Any) -> Durabilit
     ``durability`` it stands for: True is "async", False "exit". Given with ``durability``
     (LangGraph's ``ValueError``) or not a bool: ``ArgumentError``."""
     if not isinstance(checkpoint_during, bool):
-        raise ArgumentError(f"checkpoint_during is True or False, got {checkpoint_during!r}")
+        raise ArgumentError(
+            f"checkpoint_during is True or False, got {shown_repr(checkpoint_during)}"
+        )
     if durability is not None:
         raise ArgumentError(
             "Cannot use both `checkpoint_during` and `durability` parameters. Please use "
@@ -349,7 +352,7 @@ def check_durability(durability: Any, *, steered: bool = False) -> None:
             )
         return
     raise ArgumentError(
-        f"durability is one of {', '.join(map(repr, DURABILITY))}, got {durability!r}"
+        f"durability is one of {', '.join(map(repr, DURABILITY))}, got {shown_repr(durability)}"
     )
 
 

@@ -53,6 +53,7 @@ from tinyagents.graph.reducers import (
     overwritten,
     resolve,
 )
+from tinyagents.protocol.ids import shown_repr
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
@@ -724,7 +725,7 @@ def read_schema(cls: Any) -> StateSchema:
         return _root_schema(cls)
     else:
         raise ConfigurationError(
-            f"StateGraph needs a TypedDict, a dataclass or a pydantic model, got {cls!r}"
+            f"StateGraph needs a TypedDict, a dataclass or a pydantic model, got {shown_repr(cls)}"
         )
     try:
         hints = typing.get_type_hints(cls, include_extras=True)

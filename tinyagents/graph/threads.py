@@ -271,13 +271,17 @@ async def history(
     check_id(thread_id, "thread_id")
     check_limit(limit, "history")
     if filter is not None and not isinstance(filter, Mapping):
-        raise ArgumentError(f"history(filter=...) takes a dict of metadata items, got {filter!r}")
+        raise ArgumentError(
+            f"history(filter=...) takes a dict of metadata items, got {shown_repr(filter)}"
+        )
     if not isinstance(ns, str):
         raise ArgumentError(
-            f"history(ns=...) takes a namespace (text, '' for the root), got {ns!r}"
+            f"history(ns=...) takes a namespace (text, '' for the root), got {shown_repr(ns)}"
         )
     if before is not None and not isinstance(before, str):
-        raise ArgumentError(f"history(before=...) takes a checkpoint id (text), got {before!r}")
+        raise ArgumentError(
+            f"history(before=...) takes a checkpoint id (text), got {shown_repr(before)}"
+        )
     page = None if filter else limit  # a filter counts its limit after reading
     if before is None:
         records = await cp.list(thread_id, ns, limit=page)

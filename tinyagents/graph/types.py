@@ -265,7 +265,7 @@ class RetryPolicy(FrozenRecord):
             # a NaN wait never ended; infinity and negatives are no wait anyone means
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ArgumentError(f"RetryPolicy.{name} must be a number, got {shown_repr(value)}")
-            if not 0 <= value < math.inf:
+            if not 0 <= value <= sys.float_info.max:  # an int past it: OverflowError later
                 raise ArgumentError(
                     f"RetryPolicy.{name} must be finite and >= 0, got {shown_repr(value)}"
                 )

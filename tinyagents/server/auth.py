@@ -43,7 +43,7 @@ from typing import Any, Literal
 from tinyagents._record import FrozenRecord
 from tinyagents.errors import AuthError, ConfigurationError, InvalidIdError
 from tinyagents.protocol.commands import HumanActor, SteeringActor
-from tinyagents.protocol.ids import shown_name
+from tinyagents.protocol.ids import shown_name, shown_repr
 from tinyagents.runs.info import check_id
 from tinyagents.store.urls import is_sqlite_url
 
@@ -628,15 +628,15 @@ def _expiry(ttl_s: float) -> datetime:
     0.5 s token was often expired when minted)."""
     if isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)):  # True lived 1 s
         raise ConfigurationError(
-            f"a token's lifetime is a number of seconds, got {type(ttl_s).__name__} {ttl_s!r}"
+            f"a token's lifetime is a number of seconds, got {type(ttl_s).__name__} {shown_repr(ttl_s)}"
         )
     # "not >": NaN compares false both ways; inf and 1e300 overflow the datetime.
     if not ttl_s > 0:
-        raise ConfigurationError(f"a token's lifetime must be positive, got {ttl_s} s")
+        raise ConfigurationError(f"a token's lifetime must be positive, got {shown_repr(ttl_s)} s")
     try:
         end = datetime.now(UTC) + timedelta(seconds=ttl_s)
         return end.replace(microsecond=0) + timedelta(seconds=1 if end.microsecond else 0)
     except OverflowError:
         raise ConfigurationError(
-            f"a token's lifetime of {ttl_s} s ends past the year 9999: give fewer seconds"
+            f"a token's lifetime of {shown_repr(ttl_s)} s ends past the year 9999: give fewer seconds"
         ) from None

@@ -29,7 +29,6 @@ import asyncio
 import builtins
 import contextlib
 import json
-import math
 import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -329,13 +328,14 @@ def check_limit(limit: object, what: str = "list") -> int | None:
 def check_lease_ttl(lease_ttl: object) -> float:
     """A backend's ``lease_ttl``: a finite number of seconds >= 0 (0: a lease of another host
     is taken over at once; a negative one was that by accident, NaN or infinity a lease that
-    never expired)."""
+    never expired, a whole number past any float an ``OverflowError`` when made one).
+    ``ArgumentError``: a ``ConfigurationError``, and the ``ValueError`` it was before."""
     if (
         isinstance(lease_ttl, bool)
         or not isinstance(lease_ttl, (int, float))
-        or not (0 <= lease_ttl < math.inf)
+        or not (0 <= lease_ttl <= sys.float_info.max)
     ):
-        raise ValueError(
+        raise ArgumentError(
             f"lease_ttl must be a finite number of seconds >= 0, got {shown_repr(lease_ttl)}"
         )
     return float(lease_ttl)
@@ -350,7 +350,7 @@ class Checkpointer(ABC):
             or not isinstance(snapshot_every, int)
             or (snapshot_every < 1)
         ):
-            raise ValueError(
+            raise ArgumentError(  # a ConfigurationError, and the ValueError it was
                 f"snapshot_every must be a whole number >= 1, got {shown_repr(snapshot_every)}"
             )
         self.snapshot_every = snapshot_every

@@ -39,7 +39,13 @@ from collections.abc import AsyncIterator
 from contextvars import ContextVar
 from typing import Any, NoReturn
 
-from tinyagents.errors import ConfigurationError, StaleCheckpointError, StoreError, ThreadBusy
+from tinyagents.errors import (
+    ArgumentError,
+    ConfigurationError,
+    StaleCheckpointError,
+    StoreError,
+    ThreadBusy,
+)
 from tinyagents.protocol.ids import shown_id, shown_repr
 from tinyagents.store.base import sql_int
 from tinyagents.store.checkpoint._lease import HOST, Lease
@@ -208,7 +214,7 @@ class SqliteCheckpointer(Checkpointer):
         self.lease_ttl = check_lease_ttl(lease_ttl)
         # it goes into a PRAGMA, which ignores a value it does not know
         if not isinstance(synchronous, str) or synchronous.upper() not in _SYNCHRONOUS:
-            raise ValueError(
+            raise ArgumentError(  # a ConfigurationError, and the ValueError it was
                 f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, got {shown_repr(synchronous)}"
             )
         self.synchronous = synchronous.upper()
