@@ -145,6 +145,20 @@ CASES: dict[str, tuple[Callable[[], object], type[Exception]]] = {
         GraphValidationError,
     ),
     "a runtime's retain_finished": (lambda: Runtime(retain_finished=-HUGE), ConfigurationError),
+    # found at the second review
+    "a retry policy's retry_on": (lambda: RetryPolicy(retry_on=HUGE), ArgumentError),  # type: ignore[arg-type]
+    "a node's retry": (
+        lambda: StateGraph(State).add_node("a", lambda s: {}, retry=HUGE),  # type: ignore[arg-type]
+        GraphValidationError,
+    ),
+    "a node's cache_policy": (
+        lambda: StateGraph(State).add_node("a", lambda s: {}, cache_policy=HUGE),  # type: ignore[arg-type]
+        GraphValidationError,
+    ),
+    "a node's name": (
+        lambda: StateGraph(State).add_node(HUGE, lambda s: {}),  # type: ignore[call-overload]
+        GraphValidationError,
+    ),
 }
 
 
@@ -155,3 +169,36 @@ def test_a_huge_integer_is_refused_with_the_checks_own_error(case: str) -> None:
         make()
     assert SIZE in str(caught.value), caught.value
     assert "Exceeds the limit" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("policy", "attempt"),
+    [
+        (RetryPolicy(max_attempts=2000, initial_interval=1.0, jitter=False), 1100),
+        (RetryPolicy(backoff_factor=1e200, initial_interval=1.0, max_attempts=5, jitter=False), 3),
+        (RetryPolicy(backoff_factor=10**300, initial_interval=1, max_attempts=5, jitter=False), 3),
+    ],
+    ids=["many-attempts", "big-float-factor", "big-int-factor"],
+)
+def test_a_retry_wait_that_grows_past_any_float_is_its_cap(
+    policy: RetryPolicy, attempt: int
+) -> None:
+    """Found at the second review: a policy within its bounds grew its wait past any float
+    by its attempts and raised a bare ``OverflowError`` out of the retry loop; it waits its
+    ``max_interval``, as any wait grown past it does."""
+    assert policy.interval(attempt) == policy.max_interval
+
+
+def test_a_retry_wait_that_starts_at_zero_stays_zero_however_large_its_factor() -> None:
+    policy = RetryPolicy(initial_interval=0.0, backoff_factor=1e200, max_attempts=5, jitter=False)
+    assert policy.interval(3) == 0.0
+
+
+def test_an_int_subclass_whose_repr_raises_is_named_by_its_type() -> None:
+    from tinyagents.protocol.ids import shown_repr
+
+    class Odd(int):
+        def __repr__(self) -> str:
+            raise RuntimeError("no text")
+
+    assert shown_repr(Odd(5)) == "a Odd that cannot be printed"

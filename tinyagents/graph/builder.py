@@ -629,7 +629,7 @@ def _policies(
     policies = tuple(policy) if isinstance(policy, (list, tuple)) else ()
     if not policies or not all(isinstance(p, RetryPolicy) for p in policies):
         raise GraphValidationError(
-            f"{who}: {arg} takes a RetryPolicy or a list of them, got {policy!r}"
+            f"{who}: {arg} takes a RetryPolicy or a list of them, got {shown_repr(policy)}"
         )
     return policies
 
@@ -794,5 +794,7 @@ def _check_ends(sources: Collection[Hashable], targets: Collection[Hashable]) ->
 def _text_name(name: object) -> str:
     """A node name as plain text (``node_name``); anything but text is refused by its type."""
     if not isinstance(name, str):
-        raise GraphValidationError(f"a node name is text, got {type(name).__name__}: {name!r}")
+        raise GraphValidationError(
+            f"a node name is text, got {type(name).__name__}: {shown_repr(name)}"
+        )
     return node_name(name)

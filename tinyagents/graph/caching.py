@@ -24,6 +24,7 @@ from tinyagents._record import FrozenRecord
 from tinyagents.errors import ArgumentError, GraphValidationError, InvalidUpdateError, StoreError
 from tinyagents.graph.checkpointing import decode_result, result_write
 from tinyagents.graph.types import UNSET
+from tinyagents.protocol.ids import shown_repr
 from tinyagents.store.cache.base import BaseCache, Namespace, check_ttl
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ def check_policy(policy: Any, who: str) -> CachePolicy | None:
     if policy is None or isinstance(policy, CachePolicy):
         return policy
     raise GraphValidationError(
-        f"{who}: cache_policy takes a CachePolicy, got {type(policy).__name__} {policy!r}"
+        f"{who}: cache_policy takes a CachePolicy, got {type(policy).__name__} {shown_repr(policy)}"
     )
 
 

@@ -277,7 +277,7 @@ class RetryPolicy(FrozenRecord):
         if not takes and (isinstance(check, (tuple, type)) or not callable(check)):
             raise ArgumentError(
                 "RetryPolicy.retry_on takes an exception type, a tuple or list of them, or a "
-                f"function of the exception, got {check!r}"
+                f"function of the exception, got {shown_repr(check)}"
             )
 
     def should_retry(self, exc: BaseException) -> bool:
@@ -288,8 +288,13 @@ class RetryPolicy(FrozenRecord):
         return bool(check(exc))
 
     def interval(self, attempt: int) -> float:
-        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
-        wait = min(self.max_interval, self.initial_interval * self.backoff_factor ** (attempt - 1))
+        """Seconds to wait after failed attempt number ``attempt`` (1-based): grown past any
+        float (many attempts, a large factor), it is ``max_interval``, as any wait past it."""
+        try:
+            grown = self.initial_interval * float(self.backoff_factor) ** (attempt - 1)
+        except OverflowError:  # was a bare OverflowError out of the retry loop
+            grown = 0.0 if self.initial_interval == 0 else math.inf
+        wait = min(self.max_interval, grown)
         return wait + random.uniform(0, 1) if self.jitter else wait
 
 

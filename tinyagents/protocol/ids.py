@@ -142,7 +142,7 @@ def shown_repr(value: object) -> str:
     try:
         text = repr(value)
     except Exception:
-        if isinstance(value, int):
+        if isinstance(value, int) and type(value).__repr__ is int.__repr__:  # too long
             return int_named(value)
         return f"a {type(value).__name__} that cannot be printed"
     return shown_id(text)

@@ -427,7 +427,7 @@
       const trees = state.more
         ? `${hidden} or more finished trees`
         : `${hidden} finished tree${hidden === 1 ? "" : "s"}`;
-      $("tree-hidden").textContent = `No live runs: ${trees} hidden (tick “show finished trees” to see ${hidden === 1 ? "it" : "them"}).`;
+      $("tree-hidden").textContent = `No live runs: ${trees} hidden (tick “show finished trees” to see ${hidden === 1 && !state.more ? "it" : "them"}).`;
     }
     $("tree-more").hidden = !state.more;
     for (const [runId, node] of nodes) if (!node.item.isConnected) nodes.delete(runId);
