@@ -508,3 +508,40 @@ def test_cancel_stops_a_run_waiting_on_a_slow_model_call(browser: Any) -> None:
         assert cancel["receipt"] == "accepted", cancel
         wait.until(lambda d: status.text == "cancelled")
         assert wait.until(lambda d: _terminal(d, cancel["correlation_id"])) == "steering.applied"
+
+
+def test_the_keyboards_focus_stays_in_the_run_panel_when_its_focused_control_is_disabled(
+    browser: Any,
+) -> None:
+    """Found by round 7: a keyboard user on Pause whose run finished (a colleague cancelled
+    it) had the button disabled under the focus, which then fell to the page's start: the
+    next Tab began again from the top. The focus moves to the run's heading (which names
+    it), and Tab goes on from there."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from test_console_browser import browser_click, free_port, storeless_server
+
+    port = free_port()
+    with storeless_server(port, "r-stuck", "stuck"):
+        wait = waiter(browser)
+        browser.get(f"http://127.0.0.1:{port}/")
+        browser_click(browser, "run-row")
+        status = browser.find_element(By.ID, "run-status")
+        wait.until(lambda d: status.text == "running")
+        _tab_to(browser, lambda e: e.get_attribute("id") == "pause-btn")
+        # a colleague's cancel, sent as the page's own requests are, leaving the focus be
+        browser.execute_script(
+            "fetch('/api/agents/runs/r-stuck/abort', {method: 'POST', headers: "
+            "{'Content-Type': 'application/json'}, body: '{\"delivery\": \"immediate\"}'})"
+        )
+        wait.until(lambda d: status.text == "cancelled")
+        wait.until(lambda d: d.find_element(By.ID, "pause-btn").get_attribute("disabled"))
+        focused = _focused(browser)
+        assert focused.get_attribute("id") == "detail-title", focused.get_attribute("outerHTML")
+        _keys(browser, Keys.TAB)  # on from the run's panel, not from the page's start
+        title = browser.find_element(By.ID, "detail-title")
+        assert browser.execute_script(
+            "return Boolean(arguments[0].compareDocumentPosition(document.activeElement)"
+            " & Node.DOCUMENT_POSITION_FOLLOWING)",
+            title,
+        ), _focused(browser).get_attribute("outerHTML")

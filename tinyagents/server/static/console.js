@@ -616,6 +616,7 @@
     // function node's task, which the graph run refuses the rest for), else every kind
     const accepts = Array.isArray(run.accepts) ? new Set(run.accepts) : null;
     const refused = [];
+    const focused = document.activeElement;
     for (const [id, control] of CONTROLS) {
       const takes = !accepts || control.kinds.every((kind) => accepts.has(kind));
       if (!takes) refused.push(control.label);
@@ -624,6 +625,9 @@
         ? "This run has finished: it takes no more commands."
         : takes ? "" : refusedNote(run, control.label);
     }
+    // a control disabled under the keyboard's focus drops it to the page's start: it goes to
+    // the run's heading instead, and Tab goes on from the run's panel
+    if (focused && focused !== document.body && focused.disabled) $("detail-title").focus();
     const note = !finished && refused.length ? refusedNote(run, refused.join(", ")) : "";
     $("control-note").textContent = note;
     $("control-note").hidden = !note;
