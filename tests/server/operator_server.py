@@ -18,7 +18,9 @@ from typing import Any
 import httpx
 
 from tinyagents import Agent, RunHandle, RunLimits, Runtime
+from tinyagents.graph import StateGraph
 from tinyagents.server import Auth, Control, bind, create_app, serving
+from tinyagents.store.checkpoint import MemoryCheckpointer
 from tinyagents.testkit import FunctionModel, reply, tool_call
 
 BASE = "/api/agents"
@@ -84,6 +86,26 @@ class Served:
         if parent is not None:
             kwargs["parent"] = parent
         return await self.runtime.start(busy_agent(name, think_s=think_s), "work", **kwargs)
+
+    async def start_question(
+        self, graph: StateGraph[Any], inputs: Any, *, thread_id: str, as_: str = "alice"
+    ) -> tuple[RunHandle, dict[str, Any]]:
+        """Run ``graph`` (compiled on a ``MemoryCheckpointer``) for ``as_``'s tenant (acme)
+        until it asks its one question; the run and that pending interrupt as the API shows
+        it to ``as_``."""
+        run = await self.runtime.start_graph(
+            graph.compile(checkpointer=MemoryCheckpointer()),
+            inputs,
+            thread_id=thread_id,
+            tenant_id="acme",
+        )
+
+        async def asked() -> Any:
+            r = await self.client.get(f"{BASE}/runs/{run.run_id}", headers=self.as_(as_))
+            return r.json().get("interrupts")
+
+        (pending,) = await eventually(asked)
+        return run, pending
 
 
 async def served_app(tmp_path: Path) -> AsyncIterator[Served]:

@@ -4,6 +4,8 @@ of events, keyboard-only steering and the names every control is announced by.""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -486,14 +488,12 @@ def test_a_question_is_answered_with_the_keyboard_and_polls_keep_what_is_typed(
         assert wait.until(lambda d: _terminal(d, sent["correlation_id"])) == "steering.applied"
 
 
-def test_cancel_stops_a_run_waiting_on_a_slow_model_call(browser: Any) -> None:
-    """The console says Cancel stops the run for good, only a running tool call allowed to
-    finish; yet it sent a cancel for the run's next safe point, after its model call: a run
-    waiting on a model that takes minutes (here an hour) went on running, its cancel
-    ``accepted`` and nothing more. Cancel interrupts an in-flight model request (an
-    ``immediate`` cancel): the run is cancelled and the cancel applied."""
+@contextmanager
+def _stuck_run_open(browser: Any) -> Iterator[tuple[Any, Any]]:
+    """A server whose one run, ``r-stuck``, waits an hour on its model: the console open on it
+    once it shows ``running``; the page's waiter and the run's status element."""
     from selenium.webdriver.common.by import By
-    from test_console_browser import _terminal, browser_click, free_port, storeless_server
+    from test_console_browser import browser_click, free_port, storeless_server
 
     port = free_port()
     with storeless_server(port, "r-stuck", "stuck"):
@@ -502,6 +502,18 @@ def test_cancel_stops_a_run_waiting_on_a_slow_model_call(browser: Any) -> None:
         browser_click(browser, "run-row")
         status = browser.find_element(By.ID, "run-status")
         wait.until(lambda d: status.text == "running")
+        yield wait, status
+
+
+def test_cancel_stops_a_run_waiting_on_a_slow_model_call(browser: Any) -> None:
+    """The console says Cancel stops the run for good, only a running tool call allowed to
+    finish; yet it sent a cancel for the run's next safe point, after its model call: a run
+    waiting on a model that takes minutes (here an hour) went on running, its cancel
+    ``accepted`` and nothing more. Cancel interrupts an in-flight model request (an
+    ``immediate`` cancel): the run is cancelled and the cancel applied."""
+    from test_console_browser import _terminal, browser_click
+
+    with _stuck_run_open(browser) as (wait, status):
         browser_click(browser, "cancel-btn")
         browser.switch_to.alert.accept()
         cancel = wait.until(lambda d: _sent(d, "cancel"))
@@ -519,15 +531,8 @@ def test_the_keyboards_focus_stays_in_the_run_panel_when_its_focused_control_is_
     it), and Tab goes on from there."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
-    from test_console_browser import browser_click, free_port, storeless_server
 
-    port = free_port()
-    with storeless_server(port, "r-stuck", "stuck"):
-        wait = waiter(browser)
-        browser.get(f"http://127.0.0.1:{port}/")
-        browser_click(browser, "run-row")
-        status = browser.find_element(By.ID, "run-status")
-        wait.until(lambda d: status.text == "running")
+    with _stuck_run_open(browser) as (wait, status):
         _tab_to(browser, lambda e: e.get_attribute("id") == "pause-btn")
         # a colleague's cancel, sent as the page's own requests are, leaving the focus be
         browser.execute_script(

@@ -9,7 +9,6 @@ from typing import Any, TypedDict
 from operator_server import BASE, Served, eventually
 
 from tinyagents.graph import END, START, StateGraph, interrupt
-from tinyagents.store.checkpoint import MemoryCheckpointer
 
 JSON = {"content-type": "application/json"}
 
@@ -31,18 +30,7 @@ async def test_two_operators_answering_one_interrupt_at_once_resume_it_once(
     command reaches a terminal state of its own that says why, and both are in the audit
     trail: nothing is applied twice, and nothing is lost without a word."""
     graph = StateGraph(Refund).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
-    run = await served.runtime.start_graph(
-        graph.compile(checkpointer=MemoryCheckpointer()),
-        {"amount": "12 EUR"},
-        thread_id="refund-race",
-        tenant_id="acme",
-    )
-
-    async def asked() -> Any:
-        r = await served.client.get(f"{BASE}/runs/{run.run_id}", headers=served.as_("alice"))
-        return r.json().get("interrupts")
-
-    (pending,) = await eventually(asked)
+    run, pending = await served.start_question(graph, {"amount": "12 EUR"}, thread_id="refund-race")
     path = f"{BASE}/runs/{run.run_id}/tasks/{pending['task_id']}/commands"
     bodies = [
         {"kind": kind, "payload": {"interrupt_id": pending["id"], "value": kind}}

@@ -15,7 +15,6 @@ from operator_server import BASE, IDLE_S, Served, eventually
 
 from tinyagents.graph import END, START, StateGraph, interrupt
 from tinyagents.steering.policies import DEFAULT_MAX_TEXT_BYTES
-from tinyagents.store.checkpoint import MemoryCheckpointer
 
 TERMINAL = {"steering.applied", "steering.rejected", "steering.superseded", "steering.failed"}
 
@@ -62,18 +61,7 @@ async def test_two_operators_answering_one_question_at_once_are_each_told_the_tr
     (its history ends failed, saying why); the run's answer is the winner's."""
     served.mint("carol", tenant="acme", rights="agent:observe,agent:control")
     graph = StateGraph(Refund).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
-    run = await served.runtime.start_graph(
-        graph.compile(checkpointer=MemoryCheckpointer()),
-        {"amount": "12 EUR"},
-        thread_id="refund-race",
-        tenant_id="acme",
-    )
-
-    async def asked() -> Any:
-        r = await served.client.get(f"{BASE}/runs/{run.run_id}", headers=served.as_("alice"))
-        return r.json().get("interrupts")
-
-    (pending,) = await eventually(asked)
+    run, pending = await served.start_question(graph, {"amount": "12 EUR"}, thread_id="refund-race")
     url = f"{served.url}{BASE}/runs/{run.run_id}/tasks/{pending['task_id']}/commands"
 
     def answer(who: str, kind: str) -> requests.Response:
