@@ -267,6 +267,32 @@ def check_forced_tool(agent: str, model: Model, tools: Mapping[str, Tool]) -> No
         )
 
 
+def check_tool_choice(
+    agent: str,
+    model: Model,
+    settings: Mapping[str, Any],
+    tools: Mapping[str, Tool],
+    output_tools: Mapping[str, Any],
+) -> None:
+    """A ``tool_choice`` of ``"required"`` (the agent's or a run's ``model_settings``, or its
+    model's own) makes every response call a tool: a run offering tools and no output tool
+    could then never give its answer, and would ask again until a limit ended it. Refused,
+    as pydantic-ai refuses it in an agent run; with an output tool the model can answer
+    through it, and with no tools at all the setting is not sent. A middleware setting it on
+    one request (``request.settings``) is trusted to know when to stop."""
+    choice = settings.get("tool_choice")
+    if choice is None and _litellm.is_litellm_model(model):
+        choice = model.litellm_kwargs.get("tool_choice")  # type: ignore[attr-defined]
+    if choice == "required" and tools and not output_tools:
+        raise ConfigurationError(
+            f"agent {agent!r}: tool_choice 'required' makes every response call a tool, and "
+            "the agent has no output tool to answer through, so its runs could never end "
+            "with an answer; give it an output tool (output_type=ToolOutput(...)), leave "
+            "tool_choice 'auto', or force a tool on one request from a middleware "
+            "(request.settings)"
+        )
+
+
 def middleware_list(middleware: object) -> list[Middleware]:
     """``middleware`` as a list, each a ``Middleware``: anything else failed the agent's first
     run with an AttributeError (the loop reads each one's hooks from its class)."""

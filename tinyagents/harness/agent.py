@@ -21,6 +21,7 @@ from tinyagents.harness._agent_args import (
     check_agent_name,
     check_forced_tool,
     check_output_tool_names,
+    check_tool_choice,
     checked_instructions,
     checked_metadata,
     checked_model_settings,
@@ -226,6 +227,7 @@ class Agent:
         self.tools = with_toolsets(name, self.function_tools, self.toolsets)
         check_output_tool_names(name, self.tools, spec.tools)
         check_forced_tool(name, self.model, self.tools)
+        check_tool_choice(name, self.model, self.model_settings, self.tools, spec.tools)
         self.limits = limits or RunLimits()
         self.middleware = middleware_list(middleware)
         self.models = model_names(models) if models else None
@@ -332,6 +334,7 @@ class Agent:
         # a new dict: a run already started keeps the tools it was granted
         every = with_toolsets(self.name, tools, self.toolsets)
         check_forced_tool(self.name, self.model, every)
+        check_tool_choice(self.name, self.model, self.model_settings, every, self.output_tools)
         self.function_tools, self.tools = tools, every
 
     def output_validator(self, fn: _F, /) -> _F:
@@ -447,7 +450,15 @@ class Agent:
         if toolsets is not UNSET:
             given["toolsets"] = toolsets_of(f"agent {self.name!r}", toolsets)
         if model_settings is not UNSET:
-            given["model_settings"] = checked_model_settings(self.name, model_settings)
+            settings = given["model_settings"] = checked_model_settings(self.name, model_settings)
+            if settings.get("tool_choice") == "required":  # refused now, not at the run
+                tools_then = with_toolsets(
+                    self.name,
+                    given.get("tools", self.function_tools),
+                    given.get("toolsets", self.toolsets),
+                )
+                model_then = given.get("model", self.model)
+                check_tool_choice(self.name, model_then, settings, tools_then, self.output_tools)
         if (
             retries is not UNSET
         ):  # each budget on its own: an inner block naming one keeps the other
@@ -531,6 +542,13 @@ class Agent:
             else (self.metadata, checked_metadata(self.name, metadata, where=" of a run"))
         )
         check_forced_tool(self.name, run_agent.model, run_agent.tools)
+        check_tool_choice(
+            self.name,
+            run_agent.model,
+            run_agent.model_settings,
+            run_agent.tools,
+            run_agent.output_tools,
+        )
         self._check_rule_tools(run_agent.tools)
         return run_agent
 
