@@ -263,6 +263,24 @@ def test_tool_choice_required_is_refused_however_the_agent_comes_to_it() -> None
     assert agent.tools == {}
     agent = Agent("a", ScriptedModel(["ok"]), model_settings={"tool_choice": "required"})
     assert agent.run_sync("hi").output == "ok"  # no tools: nothing to force
+    # an agent that answers through an output tool, given a run's output type that has none
+    model = ScriptedModel(["never"])
+    agent = Agent(
+        "a",
+        model,
+        tools=[ping],
+        output_type=ToolOutput(int),
+        model_settings={"tool_choice": "required"},
+    )
+    with pytest.raises(ConfigurationError, match="tool_choice 'required'"):
+        agent.run_sync("hi", output_type=str)
+    with pytest.raises(ConfigurationError, match="tool_choice 'required'"):
+        agent.for_output_type(str)
+    assert model.requests == []
+    # the run's own "auto" over the agent's "required": nothing forced, taken
+    auto = {"tool_choice": "auto"}
+    result = agent.run_sync("hi", output_type=str, model_settings=auto)
+    assert result.output == "never" and model.requests[0].settings["tool_choice"] == "auto"
 
 
 async def test_tool_choice_required_with_an_output_tool_runs() -> None:

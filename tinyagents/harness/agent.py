@@ -394,7 +394,17 @@ class Agent:
         whose output is ``output_type``, read as ``Agent(output_type=...)`` reads it; the
         rest (name, model, tools, limits, system prompts) is this agent's. Refused, as
         pydantic-ai refuses it, when the agent has output validators (they expect its own
-        output type), and for an output type the agent would refuse (``ConfigurationError``)."""
+        output type), for an output type the agent would refuse, and for one that leaves a
+        ``tool_choice`` of ``"required"`` no output tool (``ConfigurationError``)."""
+        run_agent = self._with_output(output_type)
+        check_tool_choice(
+            self.name, self.model, self.model_settings, self.tools, run_agent.output_tools
+        )
+        return run_agent
+
+    def _with_output(self, output_type: Any) -> Agent:
+        """``for_output_type`` less its ``tool_choice`` check, which a run makes once its own
+        ``model_settings`` are merged (a run's ``"auto"`` may lift the agent's ``"required"``)."""
         if self.output_validators:
             raise ConfigurationError(
                 f"agent {self.name!r}: cannot set a custom run output_type when the agent has "
@@ -499,7 +509,7 @@ class Agent:
         ):
             self._check_rule_tools(self.tools)
             return self if output_type is None else self.for_output_type(output_type)
-        run_agent = copy.copy(self) if output_type is None else self.for_output_type(output_type)
+        run_agent = copy.copy(self) if output_type is None else self._with_output(output_type)
         run_agent._run_name = self.name  # the override's, if it gives one: the run's agent_id
         chosen = over.get("model", model)
         if chosen is not None:
