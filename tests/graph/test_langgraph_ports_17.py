@@ -1,5 +1,17 @@
-"""Ports of LangGraph's tests, seventeenth round. Each program is written once and run on
-both libraries (``OURS`` / ``THEIRS``), the outcomes compared; where ours differs on purpose
+"""Ports of LangGraph's tests, seventeenth round: ``test_subgraph_persistence.py``'s
+persistent and unsaved sub-graphs called from a node (``test_stateful_state_accumulates``,
+``..._with_interrupt``, ``test_stateful_interrupt_resume``, ``test_checkpointer_false_no_
+persistence``); ``test_time_travel.py``'s questions in persistent sub-graphs two and three
+levels down (``test_3_levels_deep_middle_has_interrupts``, ``..._time_travel_to_first_
+interrupt`` / ``..._to_second_interrupt`` up to their time travel into a sub-graph), a resume
+naming the head checkpoint (``test_subgraph_interrupt_resume_with_explicit_head_checkpoint_
+id``) and the history a replay leaves (``test_subgraph_time_travel_checkpoint_pattern``);
+``test_pregel.py::test_checkpoint_errors`` and ``::test_no_redundant_put_writes_for_cached_
+task``; ``test_retry.py::test_graph_error_handler_error_context_survives_checkpoint_resume``;
+``test_large_cases_async.py::test_conditional_graph_state``. Each program is written once and
+run on both libraries (``OURS`` / ``THEIRS``), the outcomes compared; where ours differs on
+purpose (a checkpointer's own error in a step ends the run "failed", a replay is a "rewind"
+on top of the head, a node's state is read-only, a sub-graph hands back what it changed)
 the difference is pinned and docs/graph.md says so.
 """
 
@@ -42,6 +54,7 @@ async def run(g: Any, graph: Any, given: Any, thread: str = "1", **kw: Any) -> d
     """A run's state and its interrupts' values, as ``{"state": ..., "asked": [...]}``."""
     if g is OURS:
         result = await graph.run(given, thread_id=thread, **kw)
+        assert result.status != "failed", result.error
         return {"state": result.state, "asked": [i.value for i in result.interrupts]}
     out = await graph.ainvoke(given, cfg(thread), **kw)
     return {"state": values(out), "asked": [i.value for i in out.get("__interrupt__", [])]}
@@ -70,12 +83,13 @@ def messages_graph(g: Any) -> Any:
     return g.StateGraph(OursMsgs if g is OURS else TheirsMsgs)
 
 
-def asking_wrapper(g: Any, checkpointer: Any) -> Any:
-    """A sub-graph (``checkpointer``: True or False) whose one node is a per-call graph that
-    asks "continue?" before it answers "Processing: ..." and then "Done"."""
+def asking_wrapper(g: Any, asks: bool = True) -> Any:
+    """A graph whose one node is a per-call graph that asks "continue?" (when ``asks``)
+    before it answers "Processing: ..." and then "Done"."""
 
     def process(state: Any) -> dict[str, Any]:
-        g.interrupt("continue?")
+        if asks:
+            g.interrupt("continue?")
         return {"messages": [lc_messages.AIMessage(f"Processing: {state['messages'][-1].text}")]}
 
     inner = (
@@ -102,24 +116,26 @@ def calling_parent(g: Any, sub: Any, seen: list[list[str]], cp: Any) -> Any:
     return graph.add_edge(g.START, "call_inner").compile(checkpointer=cp)
 
 
-async def test_a_persistent_sub_graph_called_from_a_node_keeps_its_messages_over_questions(
-    checkpointer: Checkpointer,
+@pytest.mark.parametrize("asks", [True, False])
+async def test_a_persistent_sub_graph_called_from_a_node_keeps_its_messages(
+    checkpointer: Checkpointer, asks: bool
 ) -> None:
-    # LangGraph: test_subgraph_persistence.py::test_stateful_state_accumulates_with_interrupt
-    # and ::test_stateful_interrupt_resume
+    # LangGraph: test_subgraph_persistence.py::test_stateful_state_accumulates (asks=False),
+    # ::test_stateful_state_accumulates_with_interrupt and ::test_stateful_interrupt_resume
     outcomes: dict[str, list[Any]] = {}
     for g, cp in ((THEIRS, lg_memory.InMemorySaver()), (OURS, checkpointer)):
         seen: list[list[str]] = []
-        parent = calling_parent(g, asking_wrapper(g, True).compile(checkpointer=True), seen, cp)
+        parent = calling_parent(g, asking_wrapper(g, asks).compile(checkpointer=True), seen, cp)
         steps = []
-        for given in ({"result": ""}, g.Command(resume=True)) * 2:
+        inputs = ({"result": ""}, g.Command(resume=True)) if asks else ({"result": ""},)
+        for given in inputs * 2:
             steps.append(await run(g, parent, given))
         outcomes["ours" if g is OURS else "theirs"] = [steps, seen]
     assert outcomes["ours"] == outcomes["theirs"]
     steps, seen = outcomes["ours"]
     asked = {"state": {"result": ""}, "asked": ["continue?"]}
     done = {"state": {"result": "Done"}, "asked": []}
-    assert steps == [asked, done, asked, done]
+    assert steps == ([asked, done, asked, done] if asks else [done, done])
     first = ["tell me about apples", "Processing: tell me about apples", "Done"]
     assert seen == [
         first,
@@ -536,3 +552,296 @@ async def test_a_finished_task_is_neither_run_nor_saved_again_on_resume(
     asked_in = first.interrupts[0].ns
     assert asked_in.endswith("|1")
     assert sorted(set(saved)) == ["", asked_in]
+
+
+# -- two questions three levels down; the history a replay leaves (test_time_travel.py) --------
+
+
+def innermost_asks_twice(g: Any, cp: Any, called: list[str]) -> Any:
+    """parent: outer (persistent) ▸ inner (persistent) ▸ step_a → ask_1 → ask_2."""
+
+    def node(name: str, question: str | None = None) -> Any:
+        def act(state: Value) -> dict[str, Any]:
+            called.append(name)
+            if question is None:
+                return {"value": [f"{name}_done"]}
+            return {"value": [f"{name}:{g.interrupt(question)}"]}
+
+        return act
+
+    inner = (
+        g.StateGraph(Value)
+        .add_node("step_a", node("step_a"))
+        .add_node("ask_1", node("ask_1", "Question 1?"))
+        .add_node("ask_2", node("ask_2", "Question 2?"))
+        .add_edge(g.START, "step_a")
+        .add_edge("step_a", "ask_1")
+        .add_edge("ask_1", "ask_2")
+        .add_edge("ask_2", g.END)
+        .compile(checkpointer=True)
+    )
+    middle = g.StateGraph(Value).add_node("inner", inner).add_edge(g.START, "inner")
+    middle = middle.compile(checkpointer=True)
+    graph = g.StateGraph(Value).add_node("outer", middle).add_edge(g.START, "outer")
+    return graph.compile(checkpointer=cp)
+
+
+async def nested_states(g: Any, graph: Any) -> list[Any]:
+    """(next, values) of each level below the top, outermost first, down the first tasks."""
+    if g is OURS:
+        snap = await graph.get_state("1", subgraphs=True)
+    else:
+        snap = await graph.aget_state(cfg(), subgraphs=True)
+    levels = []
+    while snap.tasks and snap.tasks[0].state is not None:
+        snap = snap.tasks[0].state
+        levels.append((tuple(snap.next), snap.values))
+    return levels
+
+
+async def test_two_questions_of_a_graph_three_levels_down_and_a_replay_from_the_top(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_time_travel.py::test_3_levels_deep_time_travel_to_second_interrupt and
+    # ::test_3_levels_deep_time_travel_to_first_interrupt, up to their time travel to the
+    # innermost graph's checkpoint (docs/graph.md, "What it does not do"): the state of each
+    # level at each question, and a replay of the top's checkpoint before ``outer`` ran,
+    # which takes both persistent graphs back to nothing
+    outcomes: dict[str, list[Any]] = {}
+    for g, cp in ((THEIRS, lg_memory.InMemorySaver()), (OURS, checkpointer)):
+        called: list[str] = []
+        graph = innermost_asks_twice(g, cp, called)
+        seen: list[Any] = []
+        for given in ({"value": []}, g.Command(resume="answer_1"), g.Command(resume="answer_2")):
+            seen.append(await run(g, graph, given))
+            seen.append(called[:])
+            seen.append(await nested_states(g, graph))
+            called.clear()
+        if g is OURS:
+            [before] = [h.checkpoint_id for h in await graph.history("1") if h.next == ("outer",)]
+            seen.append(await run(g, graph, None, checkpoint_id=before))
+        else:
+            [config] = [
+                s.config async for s in graph.aget_state_history(cfg()) if s.next == ("outer",)
+            ]
+            out = await graph.ainvoke(None, config)
+            seen.append({"state": values(out), "asked": [i.value for i in out["__interrupt__"]]})
+        seen.append(called[:])
+        outcomes["ours" if g is OURS else "theirs"] = seen
+    ours = outcomes["ours"]
+    assert ours == outcomes["theirs"]
+    done = ["step_a_done", "ask_1:answer_1", "ask_2:answer_2"]
+    assert ours[6] == {"state": {"value": done}, "asked": []}
+    asked_1 = {"state": {"value": []}, "asked": ["Question 1?"]}
+    assert ours[:6] == [
+        asked_1,
+        ["step_a", "ask_1"],
+        [(("inner",), {"value": []}), (("ask_1",), {"value": ["step_a_done"]})],
+        {"state": {"value": []}, "asked": ["Question 2?"]},
+        ["ask_1", "ask_2"],
+        [(("inner",), {"value": []}), (("ask_2",), {"value": done[:2]})],
+    ]
+    assert ours[7:] == [["ask_2"], [], asked_1, ["step_a", "ask_1"]]
+
+
+def executor_asks(g: Any, cp: Any) -> Any:
+    def ask(state: Value) -> dict[str, Any]:
+        return {"value": [f"a:{g.interrupt('Q?')}"]}
+
+    executor = g.StateGraph(Value).add_node("ask", ask).add_edge(g.START, "ask")
+    executor = executor.compile(checkpointer=True)
+    graph = g.StateGraph(Value).add_node("executor", executor).add_edge(g.START, "executor")
+    return graph.compile(checkpointer=cp)
+
+
+async def test_the_history_a_replay_of_a_persistent_sub_graphs_question_leaves(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_time_travel.py::test_subgraph_time_travel_checkpoint_pattern, going
+    # back to the top's checkpoint the sub-graph ran from (LangGraph's test goes back to the
+    # sub-graph's own, which here is the way: docs/graph.md, "What it does not do"): the
+    # replay branches from it and its answer ends the new branch
+    theirs, ours = (
+        executor_asks(THEIRS, lg_memory.InMemorySaver()),
+        executor_asks(OURS, checkpointer),
+    )
+    await theirs.ainvoke({"value": []}, cfg())
+    await theirs.ainvoke(THEIRS.Command(resume="first"), cfg())
+    await ours.run({"value": []}, thread_id="1")
+    await ours.run(OURS.Command(resume="first"), thread_id="1")
+    theirs_history = [s async for s in theirs.aget_state_history(cfg())]
+    ours_history = await ours.history("1")
+    original = [((), ["a:first"]), (("executor",), []), (("__start__",), [])]
+    assert [(s.next, s.values["value"]) for s in theirs_history] == original
+    ours_values = [(await ours.get_state("1", h.checkpoint_id)).values for h in ours_history]
+    assert [
+        (h.next, v["value"]) for h, v in zip(ours_history, ours_values, strict=True)
+    ] == original
+    [replay_point] = [s for s in theirs_history if s.next == ("executor",)]
+    [ours_point] = [h for h in ours_history if h.next == ("executor",)]
+    out = await theirs.ainvoke(None, replay_point.config)
+    asked = await ours.run(None, thread_id="1", checkpoint_id=ours_point.checkpoint_id)
+    assert [i.value for i in out["__interrupt__"]] == [i.value for i in asked.interrupts] == ["Q?"]
+    theirs_after = [s async for s in theirs.aget_state_history(cfg())]
+    ours_after = await ours.history("1")
+    assert [s.next for s in theirs_after] == [h.next for h in ours_after]
+    assert (
+        theirs_after[0].parent_config["configurable"]["checkpoint_id"]
+        == (replay_point.config["configurable"]["checkpoint_id"])
+    )
+    # docs/graph.md, "Running": ours saves the replay as a "rewind" on top of the head (the
+    # history stays one line), one step past the checkpoint it replays, where LangGraph's
+    # "fork" branches from that checkpoint
+    assert ours_after[0].parent_id == ours_history[0].checkpoint_id
+    assert ours_after[0].metadata["rewound_to"] == ours_point.checkpoint_id
+    assert ours_after[0].step == theirs_after[0].metadata["step"] == ours_point.step + 1
+    out = await theirs.ainvoke(THEIRS.Command(resume="second"), cfg())
+    result = await ours.run(OURS.Command(resume="second"), thread_id="1")
+    assert out == result.state == {"value": ["a:second"]}
+    theirs_final = [s async for s in theirs.aget_state_history(cfg())]
+    ours_final = await ours.history("1")
+    assert [s.next for s in theirs_final] == [h.next for h in ours_final]
+    assert [s.next for s in ours_final] == [(), ("executor",), (), ("executor",), ("__start__",)]
+    assert [(await ours.get_state("1", h.checkpoint_id)).values for h in ours_final] == [
+        s.values for s in theirs_final
+    ]
+    assert [s.metadata["source"] for s in theirs_final] == ["loop", "fork", "loop", "loop", "input"]
+    assert [h.source for h in ours_final] == ["loop", "rewind", "loop", "loop", "input"]
+
+
+# -- an agent loop with an untracked input, stopped after each answer (test_large_cases) -------
+
+
+lg_channels = pytest.importorskip("langgraph.channels")
+
+
+class OursAgentState(TypedDict, total=False):
+    input: Annotated[str, ours_graph.UntrackedValue]
+    agent_outcome: dict[str, Any] | None
+    intermediate_steps: Annotated[list[list[Any]], operator.add]
+
+
+class TheirsAgentState(TypedDict, total=False):
+    input: Annotated[str, lg_channels.UntrackedValue]
+    agent_outcome: dict[str, Any] | None
+    intermediate_steps: Annotated[list[list[Any]], operator.add]
+
+
+def action(tool_input: str, log: str | None = None) -> dict[str, Any]:
+    return {
+        "tool": "search_api",
+        "tool_input": tool_input,
+        "log": log or f"tool:search_api:{tool_input}",
+    }
+
+
+def finish(answer: str) -> dict[str, Any]:
+    return {"answer": answer, "log": f"finish:{answer}"}
+
+
+def agent_loop(g: Any, cp: Any = None, in_place: bool = False, **compile_kw: Any) -> Any:
+    """agent (scripted: two searches, then an answer, again for each run) ⇄ tools."""
+    script = ["tool:search_api:query", "tool:search_api:another", "finish:answer"]
+    said: list[str] = []
+
+    def agent(data: Any) -> dict[str, Any]:
+        line = script[len(said) % len(script)]
+        said.append(line)
+        if line.startswith("finish"):
+            return {"agent_outcome": finish(line.split(":")[1])}
+        return {"agent_outcome": action(line.split(":")[2])}
+
+    def execute_tools(data: Any) -> dict[str, Any]:
+        # LangGraph's test pops from the node's input, its own dict there; ours is read-only
+        # (docs/graph.md, "State"), dict() of it a copy
+        agent_action = (data if in_place else dict(data)).pop("agent_outcome")
+        return {"intermediate_steps": [[agent_action, f"result for {agent_action['tool_input']}"]]}
+
+    def should_continue(data: Any) -> str:
+        return "exit" if "answer" in data["agent_outcome"] else "continue"
+
+    workflow = g.StateGraph(OursAgentState if g is OURS else TheirsAgentState)
+    workflow.add_node("agent", agent).add_node("tools", execute_tools)
+    workflow.set_entry_point("agent")
+    workflow.add_conditional_edges("agent", should_continue, {"continue": "tools", "exit": g.END})
+    workflow.add_edge("tools", "agent")
+    return workflow.compile(checkpointer=cp, **compile_kw)
+
+
+async def updates(g: Any, graph: Any, given: Any, **kw: Any) -> list[Any]:
+    if g is OURS:
+        thread = {"thread_id": "1"} if graph.checkpointer is not None else {}
+        return [i async for i in graph.stream(given, mode="updates", **thread, **kw)]
+    config = cfg() if graph.checkpointer is not None else None
+    return [i async for i in graph.astream(given, config, **kw)]
+
+
+async def state_of(g: Any, graph: Any) -> tuple[Any, ...]:
+    if g is OURS:
+        snap = await graph.get_state("1")
+        return snap.values, snap.next, snap.source, snap.step
+    snap = await graph.aget_state(cfg())
+    return snap.values, snap.next, snap.metadata["source"], snap.metadata["step"]
+
+
+async def test_an_agent_loop_with_an_untracked_input_stopped_after_each_answer(
+    checkpointer: Checkpointer,
+) -> None:
+    # LangGraph: test_large_cases_async.py::test_conditional_graph_state (its agent a scripted
+    # function, its actions dicts): the untracked input is in no checkpoint, a node's pop
+    # from its input changes no one else's, an update after a stop routes from the node
+    # that stopped, an answer given by update_state ends the loop
+    query = {"input": "what is weather in sf"}
+    outcomes: dict[str, list[Any]] = {}
+    for g, cp in ((THEIRS, lg_memory.InMemorySaver()), (OURS, checkpointer)):
+        seen: list[Any] = []
+        app = agent_loop(g)
+        seen.append((await run(g, app, query))["state"] if g is OURS else await app.ainvoke(query))
+        seen.append(await updates(g, app, query))
+        stopping = agent_loop(g, cp, interrupt_after=["agent"])
+        seen.append(await updates(g, stopping, query, durability="exit"))
+        seen.append(await state_of(g, stopping))
+        changed = {"agent_outcome": action("query", "tool:search_api:a different query")}
+        if g is OURS:
+            await stopping.update_state("1", changed)
+        else:
+            await stopping.aupdate_state(cfg(), changed)
+        seen.append(await state_of(g, stopping))
+        seen.append(await updates(g, stopping, None))
+        answer = {"agent_outcome": finish("a really nice answer")}
+        if g is OURS:
+            await stopping.update_state("1", answer)
+        else:
+            await stopping.aupdate_state(cfg(), answer)
+        seen.append(await state_of(g, stopping))
+        outcomes["ours" if g is OURS else "theirs"] = seen
+    assert outcomes["ours"] == outcomes["theirs"]
+    assert (await agent_loop(THEIRS, in_place=True).ainvoke(query))["agent_outcome"] == finish(
+        "answer"
+    )
+    failed = await agent_loop(OURS, in_place=True).run(query)
+    assert failed.status == "failed" and isinstance(failed.error, TypeError)
+    assert "a node's state is read-only" in str(failed.error)
+    steps = [[action("query"), "result for query"], [action("another"), "result for another"]]
+    ours = outcomes["ours"]
+    assert ours[0] == {**query, "intermediate_steps": steps, "agent_outcome": finish("answer")}
+    assert ours[2] == [{"agent": {"agent_outcome": action("query")}}, {"__interrupt__": ()}]
+    assert ours[3] == (
+        {"agent_outcome": action("query"), "intermediate_steps": []},
+        ("tools",),
+        "loop",
+        1,
+    )
+    assert ours[4][1:] == (("tools",), "update", 2)
+    different = [action("query", "tool:search_api:a different query"), "result for query"]
+    assert ours[5] == [
+        {"tools": {"intermediate_steps": [different]}},
+        {"agent": {"agent_outcome": action("another")}},
+        {"__interrupt__": ()},
+    ]
+    assert ours[6] == (
+        {"agent_outcome": finish("a really nice answer"), "intermediate_steps": [different]},
+        (),
+        "update",
+        5,
+    )
