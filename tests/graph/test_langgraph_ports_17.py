@@ -12,7 +12,10 @@ task``; ``test_retry.py::test_graph_error_handler_error_context_survives_checkpo
 run on both libraries (``OURS`` / ``THEIRS``), the outcomes compared; where ours differs on
 purpose (a checkpointer's own error in a step ends the run "failed", a replay is a "rewind"
 on top of the head, a node's state is read-only, a sub-graph hands back what it changed)
-the difference is pinned and docs/graph.md says so.
+the difference is pinned and docs/graph.md says so. Found here and fixed: a persistent
+sub-graph resumed in its second call or later handed back its change since its first
+call's start (``test_a_persistent_sub_graph_resumed_in_a_later_call_hands_back_that_calls_
+change``); two of them side by side asking at once, answered one at a time, show it too.
 """
 
 from __future__ import annotations
@@ -274,7 +277,12 @@ async def test_questions_of_a_persistent_middle_and_its_persistent_inner_graph(
 # -- a resume given the thread's newest checkpoint id (test_time_travel.py) --------------------
 
 
-def sub_asks(g: Any, cp: Any, called: list[str], persistent: bool | None) -> Any:
+def sub_asks(
+    g: Any, cp: Any, called: list[str], persistent: bool | None, from_node: bool = False
+) -> Any:
+    """subgraph_node: a sub-graph step_a → ask_human (asks) → step_b, as the node or called
+    from it (``from_node``)."""
+
     def node(name: str, asks: bool = False) -> Any:
         def act(state: Value) -> dict[str, Any]:
             called.append(name)
@@ -294,21 +302,29 @@ def sub_asks(g: Any, cp: Any, called: list[str], persistent: bool | None) -> Any
         .add_edge("ask_human", "step_b")
         .compile(checkpointer=persistent)
     )
-    graph = g.StateGraph(Value).add_node("subgraph_node", sub).add_edge(g.START, "subgraph_node")
-    return graph.compile(checkpointer=cp)
+    if not from_node:
+        graph = g.StateGraph(Value).add_node("subgraph_node", sub)
+        return graph.add_edge(g.START, "subgraph_node").compile(checkpointer=cp)
+
+    async def subgraph_node(state: Value) -> dict[str, Any]:
+        return {"value": (await call(g, sub, {"value": []}))["value"]}
+
+    graph = g.StateGraph(Value).add_node("subgraph_node", subgraph_node)
+    return graph.add_edge(g.START, "subgraph_node").compile(checkpointer=cp)
 
 
+@pytest.mark.parametrize("from_node", [False, True], ids=["node", "called"])
 @pytest.mark.parametrize("persistent", [True, None])
 async def test_a_resume_at_the_newest_checkpoint_id_goes_on_from_the_question(
-    checkpointer: Checkpointer, persistent: bool | None
+    checkpointer: Checkpointer, persistent: bool | None, from_node: bool
 ) -> None:
     # LangGraph: test_time_travel.py::test_subgraph_interrupt_resume_with_explicit_head_
     # checkpoint_id: naming the head is a resume, not a replay; the sub-graph's finished
-    # node does not run again
+    # node does not run again (also a sub-graph a node calls, per call or persistent)
     outcomes: dict[str, list[Any]] = {}
     for g, cp in ((THEIRS, lg_memory.InMemorySaver()), (OURS, checkpointer)):
         called: list[str] = []
-        graph = sub_asks(g, cp, called, persistent)
+        graph = sub_asks(g, cp, called, persistent, from_node)
         seen: list[Any] = [await run(g, graph, {"value": []}), list(called)]
         called.clear()
         if g is OURS:
@@ -845,3 +861,117 @@ async def test_an_agent_loop_with_an_untracked_input_stopped_after_each_answer(
         "update",
         5,
     )
+
+
+# -- two persistent sub-graphs asking at once, answered one at a time, run after run ----------
+
+
+def two_asking_subs(g: Any, cp: Any, called: list[str]) -> Any:
+    def sub(name: str) -> Any:
+        def ask(state: Value) -> dict[str, Any]:
+            called.append(name)
+            return {"value": [f"{name}:{g.interrupt(f'{name}?')}"]}
+
+        graph = g.StateGraph(Value).add_node("ask", ask).add_edge(g.START, "ask")
+        return graph.compile(checkpointer=True)
+
+    graph = g.StateGraph(Value).add_node("left", sub("left")).add_node("right", sub("right"))
+    graph.add_node("join", lambda s: {"value": ["join"]})
+    graph.add_edge(g.START, "left").add_edge(g.START, "right").add_edge(["left", "right"], "join")
+    return graph.compile(checkpointer=cp)
+
+
+async def test_two_persistent_sub_graphs_asking_at_once_answered_one_at_a_time(
+    checkpointer: Checkpointer,
+) -> None:
+    # as test_time_travel.py's persistent sub-graphs, two of them side by side, over two runs
+    # of the thread: each answer by its interrupt's id. Only the answered one runs again, where LangGraph runs every task with a
+    # question (docs/graph.md, "Sub-graphs"), the other asking again
+    outcomes: dict[str, list[Any]] = {}
+    calls: dict[str, list[list[str]]] = {}
+    for g, cp in ((THEIRS, lg_memory.InMemorySaver()), (OURS, checkpointer)):
+        called: list[str] = []
+        graph = two_asking_subs(g, cp, called)
+        seen: list[Any] = []
+        calls[g is OURS] = []
+        for rnd in range(2):
+            given: Any = {"value": []}
+            for name in ("left", "right", None):
+                if g is OURS:
+                    result = await graph.run(given, thread_id="1")
+                    state, asked = result.state, list(result.interrupts)
+                else:
+                    out = await graph.ainvoke(given, cfg())
+                    state, asked = values(out), out.get("__interrupt__", [])
+                seen.append((state, sorted(i.value for i in asked)))
+                calls[g is OURS].append(sorted(called))
+                called.clear()
+                if name is not None:
+                    [ask] = [i for i in asked if i.value == f"{name}?"]
+                    given = g.Command(resume={ask.id: f"{name[0].upper()}{rnd}"})
+        outcomes["ours" if g is OURS else "theirs"] = seen
+    ours, theirs = outcomes["ours"], outcomes["theirs"]
+    first_run = ["left:L0", "right:R0", "join"]
+    assert (
+        ours[:4]
+        == theirs[:4]
+        == [
+            ({"value": []}, ["left?", "right?"]),
+            ({"value": ["left:L0"]}, ["right?"]),
+            ({"value": first_run}, []),
+            ({"value": first_run}, ["left?", "right?"]),
+        ]
+    )
+    # the second run's calls go on from what each kept, and hand back what they changed
+    # (docs/graph.md, "Sub-graphs"), where LangGraph's parent takes in all each kept again
+    assert ours[4:] == [
+        ({"value": [*first_run, "left:L1"]}, ["right?"]),
+        ({"value": [*first_run, "left:L1", "right:R1", "join"]}, []),
+    ]
+    assert theirs[4] == (
+        {"value": [*first_run, "left:L0", "left:L0", "right:R0", "join", "left:L1"]},
+        ["right?"],
+    )
+    both, left, right = ["left", "right"], ["left"], ["right"]
+    assert calls[True] == [both, left, right] * 2
+    assert calls[False] == [both, both, right] * 2
+
+
+def kept_sub(g: Any, cp: Any, asks: bool) -> Any:
+    def work(state: Value) -> dict[str, Any]:
+        return {"value": [f"ask:{g.interrupt('q')}" if asks else "p"]}
+
+    sub = g.StateGraph(Value).add_node("work", work).add_edge(g.START, "work")
+    graph = g.StateGraph(Value).add_node("sub", sub.compile(checkpointer=True))
+    return graph.add_edge(g.START, "sub").compile(checkpointer=cp)
+
+
+@pytest.mark.parametrize("durability", ["sync", "exit"])
+@pytest.mark.parametrize("asks", [False, True])
+async def test_a_persistent_sub_graph_resumed_in_a_later_call_hands_back_that_calls_change(
+    checkpointer: Checkpointer, asks: bool, durability: str
+) -> None:
+    # found porting the test above: a persistent sub-graph's output is what the call changed
+    # relative to its state after its input (docs/graph.md, "Persistent and unsaved
+    # sub-graphs"), also when the call paused on a question and was resumed. Its second call,
+    # resumed, measured the change from its FIRST call's start, handing back most of what it
+    # kept again (``["in0", "ask:a0", "in1", "ask:a0", "in0", "ask:a0", "in1", "ask:a1"]``)
+    graph = kept_sub(OURS, checkpointer, asks)
+    seen = []
+    for rnd in range(2):
+        result = await graph.run({"value": [f"in{rnd}"]}, thread_id="1", durability=durability)
+        if asks:
+            assert [i.value for i in result.interrupts] == ["q"]
+            answer = OURS.Command(resume=f"a{rnd}")
+            result = await graph.run(answer, thread_id="1", durability=durability)
+        seen.append(result.state["value"])
+    said = ["ask:a0", "ask:a1"] if asks else ["p", "p"]
+    assert seen == [["in0", said[0]], ["in0", said[0], "in1", said[1]]]
+    theirs = kept_sub(THEIRS, lg_memory.InMemorySaver(), asks)
+    for rnd in range(2):
+        await theirs.ainvoke({"value": [f"in{rnd}"]}, cfg())
+        if asks:
+            await theirs.ainvoke(THEIRS.Command(resume=f"a{rnd}"), cfg())
+    # LangGraph's parent takes the sub-graph's whole output in each time (docs/graph.md)
+    out = (await theirs.aget_state(cfg())).values["value"]
+    assert len(out) > 4 and out[-1] == said[1]

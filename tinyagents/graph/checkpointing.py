@@ -577,13 +577,22 @@ async def load_head(
 
 
 async def first_values(graph: GraphCodec, checkpointer: Checkpointer, head: Head) -> dict[str, Any]:
-    """The values of ``head``'s namespace at its first step (the checkpoint after its input's
-    own, which holds the state before the input): what a sub-graph run started from."""
+    """The values of ``head``'s namespace at the first step of the call ``head`` is of (the
+    checkpoint after that call's input's own, which holds the state before the input): what
+    a sub-graph run started from. A persistent sub-graph's namespace holds call after call,
+    each from its own input: the checkpoints back from ``head`` to the nearest input are
+    the call's (not the namespace's first, another call's)."""
     if head.seq <= 0:
         return head.values
     records = await checkpointer.list(head.thread_id, head.ns)
-    started = next((r for r in reversed(records) if r.source != "input"), records[-1])
-    if started.checkpoint_id == head.checkpoint_id:
+    by_id = {r.checkpoint_id: r for r in records}
+    newest = records[0] if records else None
+    head_id = head.checkpoint_id
+    started, record = None, newest if head_id is None else by_id.get(head_id)
+    while record is not None and record.source != "input":
+        started = record
+        record = by_id.get(record.parent_id) if record.parent_id is not None else None
+    if started is None or started.checkpoint_id == head_id:
         return head.values
     first = await load_head(graph, checkpointer, head.thread_id, head.ns, started.checkpoint_id)
     assert first is not None
