@@ -975,3 +975,63 @@ async def test_a_persistent_sub_graph_resumed_in_a_later_call_hands_back_that_ca
     # LangGraph's parent takes the sub-graph's whole output in each time (docs/graph.md)
     out = (await theirs.aget_state(cfg())).values["value"]
     assert len(out) > 4 and out[-1] == said[1]
+
+
+# -- a resume that also updates, while a sub-graph waits ----------------------------------------
+
+
+class ABC(TypedDict, total=False):
+    a: str
+    b: str
+    c: str
+
+
+def sub_reads_c(g: Any, cp: Any, persistent: bool | None) -> Any:
+    def ask(state: ABC) -> dict[str, Any]:
+        return {"a": f"{state.get('a')}|{g.interrupt('q')}"}
+
+    def after(state: ABC) -> dict[str, Any]:
+        return {"b": f"after:{state.get('a')}:{state.get('c')}"}
+
+    sub = g.StateGraph(ABC).add_node("ask", ask).add_node("after", after)
+    sub = sub.add_edge(g.START, "ask").add_edge("ask", "after").compile(checkpointer=persistent)
+    graph = g.StateGraph(ABC).add_node("sub", sub).add_edge(g.START, "sub")
+    return graph.compile(checkpointer=cp)
+
+
+@pytest.mark.parametrize("persistent", [None, True])
+async def test_a_resume_that_updates_the_parent_while_its_sub_graph_waits(
+    checkpointer: Checkpointer, persistent: bool | None
+) -> None:
+    # Command(resume=..., update=...) to a parent whose sub-graph asked: the update is the
+    # parent's, the sub-graph goes on from the state it started from (both libraries), and
+    # its output is what it changed: a key it did not write keeps the update, where
+    # LangGraph's whole output writes back the value it started from (docs/graph.md,
+    # "Sub-graphs"); a key it wrote is its own in both
+    outcomes: dict[str, list[Any]] = {}
+    for g, cp in ((THEIRS, lg_memory.InMemorySaver()), (OURS, checkpointer)):
+        graph = sub_reads_c(g, cp, persistent)
+        seen = []
+        for rnd in range(2):
+            seen.append(await run(g, graph, {"a": f"in{rnd}"}))
+            seen.append(await run(g, graph, g.Command(resume=f"r{rnd}", update={"c": f"u{rnd}"})))
+        seen.append(await run(g, graph, {"a": "in2"}))
+        seen.append(await run(g, graph, g.Command(resume="r2", update={"a": "overwritten"})))
+        outcomes["ours" if g is OURS else "theirs"] = [s["state"] for s in seen]
+    ours, theirs = outcomes["ours"], outcomes["theirs"]
+    first = [
+        {"a": "in0"},
+        {"a": "in0|r0", "b": "after:in0|r0:None", "c": "u0"},
+        {"a": "in1", "b": "after:in0|r0:None", "c": "u0"},
+    ]
+    assert ours[:3] == theirs[:3] == first
+    assert ours[3:] == [
+        {"a": "in1|r1", "b": "after:in1|r1:u0", "c": "u1"},
+        {"a": "in2", "b": "after:in1|r1:u0", "c": "u1"},
+        {"a": "in2|r2", "b": "after:in2|r2:u1", "c": "u1"},
+    ]
+    assert theirs[3:] == [
+        {"a": "in1|r1", "b": "after:in1|r1:u0", "c": "u0"},
+        {"a": "in2", "b": "after:in1|r1:u0", "c": "u0"},
+        {"a": "in2|r2", "b": "after:in2|r2:u0", "c": "u0"},
+    ]
