@@ -32,6 +32,7 @@ from langgraph_kit import (
     lg_errors,
     lg_memory,
     lg_message,
+    shape,
     values,
 )
 
@@ -1035,3 +1036,72 @@ async def test_a_resume_that_updates_the_parent_while_its_sub_graph_waits(
         {"a": "in2", "b": "after:in1|r1:u0", "c": "u0"},
         {"a": "in2|r2", "b": "after:in2|r2:u0", "c": "u0"},
     ]
+
+
+# -- a persistent sub-graph's second call, streamed and inspected while it waits ----------------
+
+
+def pre_then_ask(g: Any, cp: Any) -> Any:
+    def ask(state: Value) -> dict[str, Any]:
+        return {"value": [f"ask:{g.interrupt('q')}"]}
+
+    sub = g.StateGraph(Value).add_node("pre", lambda s: {"value": ["pre"]}).add_node("ask", ask)
+    sub = sub.add_edge(g.START, "pre").add_edge("pre", "ask").compile(checkpointer=True)
+    graph = g.StateGraph(Value).add_node("sub", sub).add_edge(g.START, "sub")
+    return graph.compile(checkpointer=cp)
+
+
+def streamed(ns: Any, item: dict[str, Any]) -> tuple[Any, ...]:
+    """An ``updates`` / ``values`` item without its interrupts' ids."""
+    if "__interrupt__" in item:
+        return shape(ns), "__interrupt__", [i.value for i in item["__interrupt__"]]
+    return shape(ns), item
+
+
+async def test_a_persistent_sub_graphs_second_call_streamed_and_inspected_while_it_waits(
+    checkpointer: Checkpointer,
+) -> None:
+    # as test_pregel.py's subgraphs=True streams, over two runs of a thread whose persistent
+    # sub-graph asks: the same items at the same places; the sub-graph's state while it
+    # waits holds what it kept with its new input applied; the top's last values hold what
+    # each call changed (docs/graph.md, "Sub-graphs": LangGraph's take its whole output in)
+    outcomes: dict[str, list[Any]] = {}
+    for g, cp in ((THEIRS, lg_memory.InMemorySaver()), (OURS, checkpointer)):
+        graph = pre_then_ask(g, cp)
+        seen: list[Any] = []
+        for rnd in range(2):
+            for given, mode in (({"value": [f"in{rnd}"]}, "updates"), (None, "values")):
+                if given is None:
+                    given = g.Command(resume=f"r{rnd}")
+                if g is OURS:
+                    items = graph.stream(given, thread_id="1", mode=mode, subgraphs=True)
+                else:
+                    items = graph.astream(given, cfg(), stream_mode=mode, subgraphs=True)
+                seen.append([streamed(ns, item) async for ns, item in items])
+                if mode == "updates":
+                    seen.append(await nested_states(g, graph))
+        outcomes["ours" if g is OURS else "theirs"] = seen
+    ours, theirs = outcomes["ours"], outcomes["theirs"]
+    asked = [
+        (("sub",), {"pre": {"value": ["pre"]}}),
+        (("sub",), "__interrupt__", ["q"]),
+        ((), "__interrupt__", ["q"]),
+    ]
+    assert ours[0] == theirs[0] == ours[3] == theirs[3] == asked
+    assert ours[1] == theirs[1] == [(("ask",), {"value": ["in0", "pre"]})]
+    first_call = ["in0", "pre", "ask:r0"]
+    assert ours[2] == [
+        ((), {"value": ["in0"]}),
+        (("sub",), {"value": ["in0", "pre"]}),
+        (("sub",), {"value": first_call}),
+        ((), {"value": first_call}),
+    ]
+    assert theirs[2][:3] == ours[2][:3]
+    assert ours[4] == [(("ask",), {"value": [*first_call, *first_call, "in1", "pre"]})]
+    assert ours[5] == [
+        ((), {"value": [*first_call, "in1"]}),
+        (("sub",), {"value": [*first_call, *first_call, "in1", "pre"]}),
+        (("sub",), {"value": [*first_call, *first_call, "in1", "pre", "ask:r1"]}),
+        ((), {"value": [*first_call, "in1", "pre", "ask:r1"]}),
+    ]
+    assert [shape_ for shape_, _ in theirs[5]] == [shape_ for shape_, _ in ours[5]]
