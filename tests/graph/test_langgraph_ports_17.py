@@ -37,7 +37,7 @@ from langgraph_kit import (
 )
 
 import tinyagents.graph as ours_graph
-from tinyagents.errors import GraphError
+from tinyagents.errors import GraphError, StoreError
 from tinyagents.store.checkpoint import Checkpointer, MemoryCheckpointer
 
 lc_messages = pytest.importorskip("langchain_core.messages")
@@ -1105,3 +1105,38 @@ async def test_a_persistent_sub_graphs_second_call_streamed_and_inspected_while_
         ((), {"value": [*first_call, "in1", "pre", "ask:r1"]}),
     ]
     assert [shape_ for shape_, _ in theirs[5]] == [shape_ for shape_, _ in ours[5]]
+
+
+class StoreFaultyPut(MemoryCheckpointer):
+    async def put(self, record: Any) -> None:
+        raise StoreError("the store is down")
+
+
+@pytest.mark.parametrize("faulty", [FaultyPut, StoreFaultyPut, FaultyPutWrites])
+async def test_a_checkpointer_failing_in_an_exit_runs_flush_raises(faulty: type) -> None:
+    # test_pregel.py::test_checkpoint_errors under durability="exit": LangGraph raises the
+    # save's error as the run ends; so does ours, a StoreError too (a "sync" run ends
+    # "failed" with it: docs/graph.md, "Durability")
+    if faulty is FaultyPutWrites:
+        # LangGraph's "exit" run keeps its last checkpoint only, and no step's writes; ours
+        # saves what a "sync" run would have (docs/graph.md, "Durability"), the writes too
+        theirs = one_value_graph(THEIRS, TheirsFaultyPutWrites(), True)
+        assert await theirs.ainvoke("", cfg(), durability="exit") == ""
+    else:
+        with pytest.raises(ValueError, match="Faulty put"):
+            theirs = one_value_graph(THEIRS, TheirsFaultyPut(), True)
+            await theirs.ainvoke("", cfg(), durability="exit")
+    cp = faulty()
+    ours = one_value_graph(OURS, cp, True)
+    error = StoreError if faulty is StoreFaultyPut else ValueError
+    with pytest.raises(error):
+        await ours.run("", thread_id="1", durability="exit")
+    with pytest.raises(error):
+        [i async for i in ours.stream("", thread_id="2", durability="exit")]
+    saved = await MemoryCheckpointer.list(cp, "1")
+    # the memory checkpointer has no transactions: the flush saved one at a time, up to the
+    # writes that failed (docs/graph.md, "Durability")
+    assert [r.step for r in saved] == ([0, -1] if faulty is FaultyPutWrites else [])
+    if faulty is StoreFaultyPut:  # the same failure in a "sync" run: a failed result
+        result = await ours.run("", thread_id="1")
+        assert result.status == "failed" and isinstance(result.error, StoreError)
