@@ -1140,3 +1140,36 @@ async def test_a_checkpointer_failing_in_an_exit_runs_flush_raises(faulty: type)
     if faulty is StoreFaultyPut:  # the same failure in a "sync" run: a failed result
         result = await ours.run("", thread_id="1")
         assert result.status == "failed" and isinstance(result.error, StoreError)
+
+
+@pytest.mark.parametrize("retried", [True, False], ids=["retried", "run_none"])
+async def test_a_persistent_sub_graph_going_on_after_a_failure_hands_back_that_calls_change(
+    checkpointer: Checkpointer, retried: bool
+) -> None:
+    # the fix above, where a call goes on from its own checkpoint after a failure: a retry of
+    # the node (which goes on with the sub-graph: docs/graph.md, "What it does not do") or
+    # run(None) after the run failed. Its second call handed back ["in0", "pre", "f",
+    # "in1", "pre", "f"] again, measured from the first call's start
+    fails = [0]
+
+    def flaky(state: Value) -> dict[str, Any]:
+        if fails[0]:
+            fails[0] -= 1
+            raise RuntimeError("boom")
+        return {"value": ["f"]}
+
+    sub = OURS.StateGraph(Value).add_node("pre", lambda s: {"value": ["pre"]})
+    sub = sub.add_node("flaky", flaky).add_edge(OURS.START, "pre").add_edge("pre", "flaky")
+    retry = ours_graph.RetryPolicy(max_attempts=2, retry_on=RuntimeError) if retried else None
+    graph = OURS.StateGraph(Value).add_node("sub", sub.compile(checkpointer=True), retry=retry)
+    graph = graph.add_edge(OURS.START, "sub").compile(checkpointer=checkpointer)
+    assert (await graph.run({"value": ["in0"]}, thread_id="1")).state == {
+        "value": ["in0", "pre", "f"]
+    }
+    fails[0] = 1
+    result = await graph.run({"value": ["in1"]}, thread_id="1")
+    if not retried:
+        assert result.status == "failed" and str(result.error) == "boom"
+        result = await graph.run(None, thread_id="1")
+    assert result.status == "completed"
+    assert result.state == {"value": ["in0", "pre", "f", "in1", "pre", "f"]}
