@@ -12,10 +12,14 @@ task``; ``test_retry.py::test_graph_error_handler_error_context_survives_checkpo
 run on both libraries (``OURS`` / ``THEIRS``), the outcomes compared; where ours differs on
 purpose (a checkpointer's own error in a step ends the run "failed", a replay is a "rewind"
 on top of the head, a node's state is read-only, a sub-graph hands back what it changed)
-the difference is pinned and docs/graph.md says so. Found here and fixed: a persistent
-sub-graph resumed in its second call or later handed back its change since its first
-call's start (``test_a_persistent_sub_graph_resumed_in_a_later_call_hands_back_that_calls_
-change``); two of them side by side asking at once, answered one at a time, show it too.
+the difference is pinned and docs/graph.md says so. Beside the ports, the places where those
+meet: two persistent sub-graphs asking at once, answered one at a time; a resume that also
+updates the parent while its sub-graph waits; a persistent sub-graph's second call streamed
+and inspected while it waits; a checkpointer failing in a ``durability="exit"`` flush.
+Found here and fixed: a persistent sub-graph whose second call (or later) went on from its
+own checkpoint (resumed, retried, ``run(None)`` after a failure) handed back its change
+since its first call's start (``test_a_persistent_sub_graph_resumed_in_a_later_call_hands_
+back_that_calls_change``, ``..._going_on_after_a_failure_...``).
 """
 
 from __future__ import annotations
