@@ -27,9 +27,21 @@ from tinyagents.errors import (
     GraphValidationError,
     InvalidCommandError,
 )
-from tinyagents.graph import START, RetryPolicy, StateGraph
+from tinyagents.events import EventBus
+from tinyagents.graph import (
+    START,
+    AgentNode,
+    CachePolicy,
+    RetryPolicy,
+    Send,
+    StateGraph,
+    interrupt,
+)
+from tinyagents.harness import Tool, ToolOutput, tool
 from tinyagents.server import OBSERVE_RIGHT, Auth
+from tinyagents.store.cache import InMemoryCache
 from tinyagents.store.checkpoint import MemoryCheckpointer, SqliteCheckpointer
+from tinyagents.store.longterm import MemoryGraphStore
 from tinyagents.testkit import ScriptedModel
 
 HUGE = 10**5000
@@ -159,7 +171,92 @@ CASES: dict[str, tuple[Callable[[], object], type[Exception]]] = {
         lambda: StateGraph(State).add_node(HUGE, lambda s: {}),  # type: ignore[call-overload]
         GraphValidationError,
     ),
+    # found after the second review (the sweep missed them)
+    "clear_cache's nodes": (lambda: _cached().clear_cache(nodes=[HUGE]), GraphValidationError),
+    "stream modes given as a list": (
+        lambda: _graph().compile().stream({"x": 1}, mode=["values", HUGE]),
+        ConfigurationError,
+    ),
+    "an agent node's input": (lambda: _agent_node(input=HUGE), ConfigurationError),
+    "an agent node's output": (lambda: _agent_node(output=HUGE), ConfigurationError),
+    "an interrupt's response_schema": (lambda: _interrupt_with(HUGE), TypeError),
+    "a cache policy's ttl past any float": (lambda: CachePolicy(ttl=HUGE), ArgumentError),
+    "a stored item's ttl": (lambda: _store_put(ttl=HUGE), ArgumentError),
+    "a store's default_ttl": (
+        lambda: MemoryGraphStore(ttl={"default_ttl": HUGE}),
+        ArgumentError,
+    ),
+    "a store namespace's label": (lambda: _store_put(namespace=("a", HUGE)), ArgumentError),
+    "a store search's filter field": (
+        lambda: _store_search(filter={HUGE: 1}),
+        ArgumentError,
+    ),
+    "a store search's limit": (lambda: _store_search(limit=-HUGE), ArgumentError),
+    "a tool's sequential": (lambda: tool(sequential=HUGE)(_noop), ConfigurationError),  # type: ignore[call-overload]
+    "a tool's parameters type": (
+        lambda: _Named(name="t", parameters={"type": HUGE}),
+        ConfigurationError,
+    ),
+    "a ToolOutput's strict": (lambda: ToolOutput(State, strict=HUGE), ConfigurationError),  # type: ignore[arg-type]
+    "a ToolOutput's sequential": (
+        lambda: ToolOutput(State, sequential=HUGE),
+        ConfigurationError,
+    ),
+    "a subscription's maxsize": (lambda: EventBus().subscribe(maxsize=-HUGE), ArgumentError),
+    "a subscription's where": (
+        lambda: EventBus().subscribe(where=HUGE),  # type: ignore[arg-type]
+        ConfigurationError,
+    ),
+    "a Send's node": (lambda: Send(HUGE, {}), GraphValidationError),  # type: ignore[arg-type]
+    "a handle's flag": (lambda: asyncio.run(_cancel(immediate=HUGE)), ArgumentError),
 }
+
+
+def _noop() -> None:
+    """Does nothing."""
+
+
+class _Named(Tool):
+    async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
+        return None
+
+
+def _cached() -> Any:
+    return _graph().compile(cache=InMemoryCache())
+
+
+def _agent_node(**fields: Any) -> AgentNode:
+    return AgentNode(Agent("a", ScriptedModel([])), **fields)
+
+
+def _interrupt_with(schema: object) -> None:
+    """A node that asks with ``schema``: the run fails with the read's error, raised here."""
+
+    def ask(state: State) -> dict[str, Any]:
+        interrupt("?", response_schema=schema)
+        return {}
+
+    graph = StateGraph(State).add_node("a", ask).add_edge(START, "a").compile()
+    failed = asyncio.run(graph.run({"x": 1}))
+    assert failed.status == "failed"
+    raise failed.error  # type: ignore[misc]
+
+
+def _store_put(namespace: tuple[Any, ...] = ("a",), **options: Any) -> None:
+    asyncio.run(MemoryGraphStore().aput(namespace, "k", {"v": 1}, **options))
+
+
+def _store_search(**options: Any) -> None:
+    asyncio.run(MemoryGraphStore().asearch(("a",), **options))
+
+
+async def _cancel(**options: Any) -> None:
+    async with Runtime() as rt:
+        handle = await rt.start(Agent("a", ScriptedModel(["done"])), "hi")
+        try:
+            await handle.cancel(**options)
+        finally:
+            await handle.result()
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -202,3 +299,44 @@ def test_an_int_subclass_whose_repr_raises_is_named_by_its_type() -> None:
             raise RuntimeError("no text")
 
     assert shown_repr(Odd(5)) == "a Odd that cannot be printed"
+
+
+class _Unprintable:
+    """A value whose ``repr`` raises: quoting it raised that error in place of the refusal."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no text")
+
+
+UNPRINTABLE: dict[str, tuple[Callable[[object], object], type[Exception]]] = {
+    "clear_cache's nodes": (lambda v: _cached().clear_cache(nodes=[v]), GraphValidationError),  # type: ignore[list-item]
+    "stream modes given as a list": (
+        lambda v: _graph().compile().stream({"x": 1}, mode=[v]),  # type: ignore[list-item]
+        ConfigurationError,
+    ),
+    "an agent node's input": (lambda v: _agent_node(input=v), ConfigurationError),
+    "an interrupt's response_schema": (_interrupt_with, TypeError),
+    "a cache policy's ttl": (lambda v: CachePolicy(ttl=v), ArgumentError),  # type: ignore[arg-type]
+    "a stored item's ttl": (lambda v: _store_put(ttl=v), ArgumentError),
+    "a store namespace's label": (lambda v: _store_put(namespace=("a", v)), ArgumentError),
+    "a store namespace beside a refused label": (
+        lambda v: _store_put(namespace=("a.b", v)),
+        ArgumentError,
+    ),
+    "a ToolOutput's strict": (lambda v: ToolOutput(State, strict=v), ConfigurationError),  # type: ignore[arg-type]
+    "a subscription's where": (lambda v: EventBus().subscribe(where=v), ConfigurationError),  # type: ignore[arg-type]
+    "a node's timeout": (
+        lambda v: StateGraph(State).add_node("a", lambda s: {}, timeout=v),  # type: ignore[arg-type]
+        GraphValidationError,
+    ),
+    "a Send's timeout": (lambda v: Send("a", {}, timeout=v), ArgumentError),  # type: ignore[arg-type]
+    "a Send's node": (lambda v: Send(v, {}), GraphValidationError),  # type: ignore[arg-type]
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNPRINTABLE))
+def test_a_value_whose_repr_raises_is_refused_with_the_checks_own_error(case: str) -> None:
+    make, error = UNPRINTABLE[case]
+    with pytest.raises(error) as caught:
+        make(_Unprintable())
+    assert "cannot be printed" in str(caught.value), caught.value

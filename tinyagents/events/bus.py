@@ -215,17 +215,17 @@ class EventBus:
         """A new subscription holding at most ``maxsize`` unread events (at least 1)."""
         if isinstance(maxsize, bool) or not isinstance(maxsize, int):
             raise ConfigurationError(
-                f"subscribe(maxsize={maxsize!r}) takes a whole number of events (at least 1)"
+                f"subscribe(maxsize={shown_repr(maxsize)}) takes a whole number of events (at least 1)"
             )
         if where is not None and not callable(where):  # taken, it raised at every event
             raise ConfigurationError(
-                f"subscribe(where={where!r}) takes a function (event) -> bool, e.g. "
+                f"subscribe(where={shown_repr(where)}) takes a function (event) -> bool, e.g. "
                 "lambda e: e.type.startswith('steering.')"
             )
         if maxsize < 1:
             # asyncio.Queue(maxsize=0) is unbounded: a forgotten subscriber would grow forever.
             raise ArgumentError(
-                f"subscribe(maxsize={maxsize}): a subscription holds at least 1 event; "
+                f"subscribe(maxsize={shown_repr(maxsize)}): a subscription holds at least 1 event; "
                 "pass the largest backlog you accept (the default is 10_000)"
             )
         sub = Subscription(self, maxsize, where)

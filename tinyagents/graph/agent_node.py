@@ -27,6 +27,7 @@ from tinyagents.graph.types import END, Command
 from tinyagents.harness.agent import Agent
 from tinyagents.harness.loop import cancel_run_task, start_agent_run
 from tinyagents.harness.subagent import output_or_raise
+from tinyagents.protocol.ids import shown_repr
 from tinyagents.protocol.state import RunStatus
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ class AgentNode(FrozenRecord):
                 continue
             if not isinstance(value, str) and not callable(value):
                 raise ConfigurationError(
-                    f"AgentNode({name}=...) is a {what} name or a function, got {value!r}"
+                    f"AgentNode({name}=...) is a {what} name or a function, got {shown_repr(value)}"
                 )
         if self.on_aborted is None and (self.then != END or self.aborted_key is not None):
             raise ConfigurationError(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import pickle
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -252,10 +252,18 @@ def namespaces(graph: CachedGraph, nodes: Sequence[str] | None) -> list[Namespac
         )
     if nodes is None:
         nodes = list(graph.nodes)
-    elif isinstance(nodes, str) or not all(isinstance(n, str) for n in nodes):
+    elif isinstance(nodes, str) or not isinstance(nodes, Iterable):  # (an int: a bare TypeError)
         raise GraphValidationError(
-            f"clear_cache(nodes=...) takes a list of node names, got {nodes!r}"
+            f"clear_cache(nodes=...) takes a list of node names, got {shown_repr(nodes)}"
         )
+    else:
+        nodes = list(nodes)
+        odd = [n for n in nodes if not isinstance(n, str)]
+        if odd:
+            raise GraphValidationError(
+                "clear_cache(nodes=...) takes a list of node names, got "
+                f"{type(odd[0]).__name__} {shown_repr(odd[0])} among them"
+            )
     unknown = [n for n in nodes if n not in graph.nodes]
     if unknown:
         raise GraphValidationError(

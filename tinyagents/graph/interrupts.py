@@ -10,6 +10,7 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic.errors import PydanticUserError
 
 from tinyagents._record import FrozenRecord
+from tinyagents.protocol.ids import shown_repr
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
@@ -110,6 +111,11 @@ class ResponseSchema:
             self.json = self.adapter.json_schema()
         except (PydanticUserError, NameError, SyntaxError) as exc:
             raise TypeError(_unreadable(schema, str(exc).splitlines()[0])) from exc
+        except (
+            Exception
+        ) as exc:  # pydantic quoting it: an integer past 4,300 digits, a raising repr
+            why = f"pydantic cannot read it ({type(exc).__name__})"
+            raise TypeError(_unreadable(schema, why)) from exc
 
     def check(self, answer: Any, interrupt_id: str) -> Any:
         """``answer`` as the schema reads it; a ``ValidationError`` marked as an invalid
@@ -125,7 +131,7 @@ class ResponseSchema:
 
 def _unreadable(schema: Any, why: str) -> str:
     return (
-        f"interrupt(response_schema={schema!r}): {why}; give a JSON Schema dict, or a type "
+        f"interrupt(response_schema={shown_repr(schema)}): {why}; give a JSON Schema dict, or a type "
         "pydantic validates (a BaseModel, a TypedDict, a dataclass, int, list[str], ...)"
     )
 

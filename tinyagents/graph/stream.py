@@ -29,6 +29,7 @@ from tinyagents.graph.debug import checkpoint_payload, input_checkpoint, trigger
 from tinyagents.graph.executor import GraphRun, Step, StreamSink
 from tinyagents.graph.tasks import collected, shown_writes
 from tinyagents.graph.types import UNSET
+from tinyagents.protocol.ids import shown_repr
 
 if TYPE_CHECKING:
     from tinyagents.events.models import Event
@@ -68,8 +69,9 @@ def parse_modes(mode: str | Iterable[str]) -> tuple[list[str], bool]:
         modes = [mode]
     unknown = [m for m in modes if m not in MODES]
     if unknown or not modes:
+        shown = ", ".join(shown_repr(m) for m in unknown) if unknown else shown_repr(mode)
         raise ConfigurationError(
-            f"stream mode {unknown or mode!r} is not one of {', '.join(MODES)} "
+            f"stream mode {shown} is not one of {', '.join(MODES)} "
             "(pass one of them, or a list of several)"
         )
     return list(dict.fromkeys(modes)), isinstance(mode, str)

@@ -84,7 +84,7 @@ class Send(FrozenRecord):
         node = self.node
         if not isinstance(node, str):  # LangGraph builds it, and fails when it is routed
             raise WrongKindError(
-                f"Send() names a node by its name (text), got {type(node).__name__} {node!r}"
+                f"Send() names a node by its name (text), got {type(node).__name__} {shown_repr(node)}"
             )
         object.__setattr__(self, "node", node_name(node))
         if type(self.arg) is StateView:
@@ -373,7 +373,7 @@ class TimeoutPolicy(FrozenRecord):
         else:
             raise ArgumentError(
                 "timeout must be a number of seconds, a timedelta or a TimeoutPolicy, got "
-                f"{type(value).__name__} {value!r:.80}"
+                f"{type(value).__name__} {shown_repr(value)}"
             )
         if policy.run_timeout is None and policy.idle_timeout is None:
             return None

@@ -68,6 +68,7 @@ from tinyagents._record import Record, record
 from tinyagents.errors import ConfigurationError, UnsupportedOutputError, kind_of
 from tinyagents.harness.model import ToolSpec
 from tinyagents.harness.tools import FunctionTool, is_tool_name, typed_dict_fix
+from tinyagents.protocol.ids import shown_repr
 
 __all__ = [
     "NativeOutput",
@@ -343,11 +344,11 @@ class ToolOutput(Record):
             )
         if strict is not None and not isinstance(strict, bool):
             raise ConfigurationError(
-                f"ToolOutput: strict must be True, False or None, got {strict!r}"
+                f"ToolOutput: strict must be True, False or None, got {shown_repr(strict)}"
             )
         if not isinstance(sequential, bool):  # sequential="no" read as true
             raise ConfigurationError(
-                f"ToolOutput: sequential must be True or False, got {sequential!r}"
+                f"ToolOutput: sequential must be True or False, got {shown_repr(sequential)}"
             )
         if name is not None and not is_tool_name(name):
             raise ConfigurationError(

@@ -47,6 +47,7 @@ from tinyagents._threads import in_own_thread
 from tinyagents.errors import ConfigurationError, ToolError, ToolFailed, kind_of, message_of
 from tinyagents.harness.docstrings import read_docstring
 from tinyagents.harness.model import Message, ToolCall, ToolSpec
+from tinyagents.protocol.ids import shown_repr
 from tinyagents.protocol.text import encodes_as_utf8
 
 #: (Text, compiled with its first use by ``re``'s cache, not by ``import tinyagents``.)
@@ -138,7 +139,7 @@ class Tool(ABC):
         check_retries(f"tool {name!r}", retries)
         if not isinstance(sequential, bool):  # sequential="no" read as true
             raise ConfigurationError(
-                f"tool {name!r}: sequential must be True or False, got {sequential!r}"
+                f"tool {name!r}: sequential must be True or False, got {shown_repr(sequential)}"
             )
         check_prepare(f"tool {name!r}: prepare", prepare, "spec")
         self.name = name
@@ -309,7 +310,7 @@ def _check_parameters(name: str, parameters: object) -> None:
     if kind != "object":
         raise ConfigurationError(
             f'tool {name!r}: parameters must describe an object ("type": "object"), got '
-            f"{kind!r}: a model calls a tool with named arguments"
+            f"{shown_repr(kind)}: a model calls a tool with named arguments"
         )
     try:  # the schema goes to the provider as JSON: a NaN default was invalid JSON on the wire
         json.dumps(parameters, allow_nan=False)

@@ -34,6 +34,7 @@ from tinyagents.protocol.commands import (
     SteeringReceipt,
     SteeringTarget,
 )
+from tinyagents.protocol.ids import shown_repr
 from tinyagents.protocol.state import RunStatus
 from tinyagents.runs.info import RunInfo
 from tinyagents.runs.limits import BUDGET_FIELDS, RunLimits
@@ -424,7 +425,7 @@ def _own_fields(method: str, own: tuple[str, ...], kw: dict[str, Any]) -> None:
 def _flag(name: str, value: object) -> bool:
     """``value``, a flag: ``True`` or ``False`` (``"no"`` was read as true)."""
     if not isinstance(value, bool):
-        raise ArgumentError(f"{name}= must be True or False, got {value!r}")
+        raise ArgumentError(f"{name}= must be True or False, got {shown_repr(value)}")
     return value
 
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tinyagents import _clock
 from tinyagents.errors import ArgumentError
+from tinyagents.protocol.ids import shown_repr
 
 Namespace = tuple[str, ...]
 FullKey = tuple[Namespace, str]
@@ -53,11 +55,13 @@ def check_ttl(ttl: Any, what: str = "ttl") -> float | None:
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
         raise ArgumentError(
             f"{what} is a number of seconds or None (never expires), got {type(ttl).__name__} "
-            f"{ttl!r}"
+            f"{shown_repr(ttl)}"
         )
-    if not math.isfinite(ttl) or ttl <= 0:
+    if ttl <= 0 or ttl > sys.float_info.max or not math.isfinite(ttl):  # (an int past any
+        # float was a bare OverflowError from isfinite)
         raise ArgumentError(
-            f"{what} must be a finite number of seconds above 0 (None: never expires), got {ttl}"
+            f"{what} must be a finite number of seconds above 0 (None: never expires), got "
+            f"{shown_repr(ttl)}"
         )
     return float(ttl)
 

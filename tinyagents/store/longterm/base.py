@@ -24,6 +24,7 @@ from typing import Any, Literal, NamedTuple, NoReturn, TypedDict
 
 from tinyagents import _clock
 from tinyagents.errors import ArgumentError, InvalidNamespaceError, SemanticSearchUnsupported
+from tinyagents.protocol.ids import shown_repr
 from tinyagents.protocol.text import storable
 
 #: LangGraph's sentinel for "use the store's default TTL"
@@ -305,7 +306,7 @@ def _checked_ttl_config(ttl: Any) -> TTLConfig | None:
         return None
     if not isinstance(ttl, dict) or set(ttl) - set(TTLConfig.__annotations__):
         raise ArgumentError(
-            f"ttl= takes a dict with {sorted(TTLConfig.__annotations__)}, got {ttl!r}"
+            f"ttl= takes a dict with {sorted(TTLConfig.__annotations__)}, got {shown_repr(ttl)}"
         )
     default = ttl.get("default_ttl")
     if default is not None:
@@ -331,17 +332,17 @@ def check_namespace(namespace: Any, *, reserved: bool = False, prefix: bool = Fa
     for label in namespace:
         if not isinstance(label, str):
             raise InvalidNamespaceError(
-                f"Invalid namespace label {label!r} found in {namespace}. Namespace labels "
-                f"must be strings, but got {type(label).__name__}."
+                f"Invalid namespace label {shown_repr(label)} found in {shown_repr(namespace)}. "
+                f"Namespace labels must be strings, but got {type(label).__name__}."
             )
         if "." in label:
             raise InvalidNamespaceError(
-                f"Invalid namespace label {label!r} found in {namespace}. Namespace labels "
-                "cannot contain periods ('.')."
+                f"Invalid namespace label {label!r} found in {shown_repr(namespace)}. Namespace "
+                "labels cannot contain periods ('.')."
             )
         if not label:
             raise InvalidNamespaceError(
-                f"Namespace labels cannot be empty strings. Got {label!r} in {namespace}"
+                f"Namespace labels cannot be empty strings. Got {label!r} in {shown_repr(namespace)}"
             )
         if not storable(label):
             raise InvalidNamespaceError(
@@ -361,10 +362,10 @@ MAX_TTL_MINUTES = 10**9
 
 def check_ttl(ttl: Any) -> None:
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not (0 < ttl < math.inf):
-        raise ArgumentError(f"ttl is a positive number of minutes or None, got {ttl!r}")
+        raise ArgumentError(f"ttl is a positive number of minutes or None, got {shown_repr(ttl)}")
     if ttl > MAX_TTL_MINUTES:
         raise ArgumentError(
-            f"ttl is at most {MAX_TTL_MINUTES} minutes (about 1900 years), got {ttl!r}; "
+            f"ttl is at most {MAX_TTL_MINUTES} minutes (about 1900 years), got {shown_repr(ttl)}; "
             "for an item that never expires, give ttl=None"
         )
 
@@ -444,7 +445,7 @@ def _check_key(key: Any) -> None:
 def _check_page(limit: Any, offset: Any) -> None:
     for name, n in (("limit", limit), ("offset", offset)):
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ArgumentError(f"{name} is an int of 0 or more, got {n!r}")
+            raise ArgumentError(f"{name} is an int of 0 or more, got {shown_repr(n)}")
 
 
 def _check_filter(filter: Any) -> None:
@@ -454,7 +455,7 @@ def _check_filter(filter: Any) -> None:
         raise ArgumentError(f"filter is a dict of field: value, got {type(filter).__name__}")
     for field, wanted in filter.items():
         if not isinstance(field, str):
-            raise ArgumentError(f"a filter's field is text, got {field!r}")
+            raise ArgumentError(f"a filter's field is text, got {shown_repr(field)}")
         if isinstance(wanted, dict):
             ops = [k for k in wanted if isinstance(k, str) and k.startswith("$")]
             unknown = sorted(set(ops) - OPERATORS)
@@ -464,7 +465,9 @@ def _check_filter(filter: Any) -> None:
                     f"{sorted(OPERATORS)}"
                 )
             if ops and len(ops) != len(wanted):
-                raise ArgumentError(f"filter {field!r} mixes operators and fields: {wanted!r}")
+                raise ArgumentError(
+                    f"filter {field!r} mixes operators and fields: {shown_repr(wanted)}"
+                )
             if not ops:
                 _check_filter(wanted)
 
