@@ -11,7 +11,7 @@ import ast
 import pytest
 from imports_graph import source_files
 
-from tinyagents import RunStatus
+from tinyagents import CommandState, RunStatus
 from tinyagents.console import describe
 from tinyagents.events import RunEvent
 from tinyagents.protocol import UNFINISHED_RUN_STATUSES
@@ -74,3 +74,38 @@ def test_the_story_tells_every_run_that_ended_without_completing(status: RunStat
     event = RunEvent(type=f"run.{status.value}", run_id="r-1", error="why it ended")  # type: ignore[arg-type]
     told = describe(event)
     assert told is not None and f"run.{status.value}" in told and "why it ended" in told
+
+
+COMMAND_STATES = frozenset(s.value for s in CommandState)
+
+
+def _command_state_words(node: ast.AST) -> list[str]:
+    """The command states a set, tuple or list literal spells as bare text (``"accepted"``;
+    an event type, ``"steering.accepted"``, names an event, not a state)."""
+    if not isinstance(node, ast.Set | ast.Tuple | ast.List):
+        return []
+    words = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return [w for w in words if w in COMMAND_STATES]
+
+
+def test_no_module_but_the_protocol_spells_a_set_of_command_states() -> None:
+    """Found spelled again: the dead-run sweep's open states were ``("accepted", "deferred")``
+    as text, beside ``CommandState`` (and the CLI's receipts beside ``ReceiptStatus``); a
+    state renamed there would silently match nothing."""
+    copies = []
+    for module, path in source_files().items():
+        if module == HOME or module.startswith("tinyagents.testkit"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in _literal_sets(tree):
+            words = _command_state_words(node)
+            if len(words) >= 2:
+                copies.append(f"{module}:{node.lineno}: {words}")  # type: ignore[attr-defined]
+            if (  # store.append_command(cmd, state="accepted")
+                isinstance(node, ast.keyword)
+                and node.arg == "state"
+                and isinstance(node.value, ast.Constant)
+                and node.value.value in COMMAND_STATES
+            ):
+                copies.append(f"{module}:{node.lineno}: state={node.value.value!r}")
+    assert not copies, "use tinyagents.protocol's CommandState instead of:\n" + "\n".join(copies)

@@ -30,6 +30,7 @@ from rich.tree import Tree
 from tinyagents.console import TerminalConsole
 from tinyagents.errors import DamagedData, ReceiptTimeout, TinyAgentsError
 from tinyagents.protocol.commands import (
+    ReceiptStatus,
     SteeringActor,
     SteeringCommand,
     SteeringKind,
@@ -50,7 +51,7 @@ ACTIONS = ("list", "show", "tree", "steer", "pause", "resume", "cancel", "approv
 LIST_LIMIT = 100
 #: The most runs one request asks for (the server's largest page).
 PAGE = 1000
-_DONE = {"accepted", "duplicate", "deferred"}
+_DONE = {ReceiptStatus.ACCEPTED.value, ReceiptStatus.DUPLICATE.value, ReceiptStatus.DEFERRED.value}
 
 
 class CliError(Exception):

@@ -54,7 +54,7 @@ from tinyagents.protocol.commands import (
     SubAgentRunTarget,
     dedupe_scope,
 )
-from tinyagents.protocol.state import UNFINISHED_RUN_STATUSES, RunStatus
+from tinyagents.protocol.state import UNFINISHED_RUN_STATUSES, CommandState, RunStatus
 from tinyagents.steering.inbox import LATE
 from tinyagents.steering.policies import CONTROL_SCOPE
 from tinyagents.store.base import Store, StoredCommand, run_key
@@ -65,7 +65,7 @@ POLICY = "dead-owner"
 CLAIM_STALE_S = 30.0
 #: How many runs of the dead run's tree are read at once.
 _PAGE = 500
-_OPEN = ("accepted", "deferred")
+_OPEN = (CommandState.ACCEPTED.value, CommandState.DEFERRED.value)
 
 
 def declares_dead(cmd: SteeringCommand) -> bool:
@@ -104,7 +104,9 @@ async def settle_dead_run(
     refused = await _claim(store, cmd, snapshot) or await _taken_since(store, cmd, snapshot)
     if refused is not None:
         return refused
-    if logged is None and not await store.append_command(cmd, state="accepted", run_id=run_id):
+    if logged is None and not await store.append_command(
+        cmd, state=CommandState.ACCEPTED.value, run_id=run_id
+    ):
         return SteeringReceipt.duplicate(cmd.correlation_id)
     owner = snapshot.get("owner")
     reason = (
@@ -216,7 +218,7 @@ async def _claim(
     while True:
         key = f"{POLICY}:{run_id}@{snapshot.get('updated_at')}#{generation}"
         claim = cmd.model_copy(update={"correlation_id": key, "created_at": _clock.now()})
-        if await store.append_command(claim, state="applied", run_id=None):
+        if await store.append_command(claim, state=CommandState.APPLIED.value, run_id=None):
             return None
         held = await store.get_command(key, scope=scope)
         age = _age(held) if held else 0.0
