@@ -531,6 +531,27 @@ def test_a_bad_target_actor_or_policy_ref_is_an_invalid_command_error(
         make()
 
 
+@pytest.mark.parametrize(
+    ("make", "field"),
+    [
+        (lambda: SteeringActor.human(" "), "user_id"),  # as it was
+        (lambda: SteeringActor.middleware(" "), "name"),
+        (lambda: SteeringActor.middleware("\u200b", run_id="r-1"), "name"),
+        (lambda: SteeringActor.test(name=""), "name"),
+        (lambda: SteeringActor.test(name="\t"), "name"),
+        (lambda: SteeringActor.parent_agent("r-1", " "), "agent_id"),
+        (lambda: SteeringActor.graph_supervisor("r-1", " "), "node"),
+    ],
+    ids=["human", "middleware", "middleware-invisible", "test", "test-tab", "parent", "graph"],
+)
+def test_an_actor_factory_refuses_a_blank_name_as_a_blank_user_id(make: Any, field: str) -> None:
+    """``middleware(" ")`` and ``test(name="")`` made actors that ``describe()`` as
+    ``middleware " "``, where a blank ``user_id`` was refused: a blank name names nobody in
+    the audit trail. The factories refuse it with the same ``InvalidCommandError``."""
+    with pytest.raises(InvalidCommandError, match=rf"invalid actor: {field}: .*must not be blank"):
+        make()
+
+
 # --------------------------------------------------------------------------- other inputs
 # ``model_validate(obj, from_attributes=True)`` handed ``_check`` the object itself, which it
 # passed on unchecked: a plain dict payload was refused as no ``ReadOnlyDict``, and a command

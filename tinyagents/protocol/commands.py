@@ -134,6 +134,17 @@ def _build(model: type[_Part], **fields: Any) -> _Part:
         raise _invalid(exc, model._what) from None
 
 
+def _named(field: str, name: object) -> object:
+    """``name``, an actor's name given to a factory, unless it is text that shows nothing:
+    the ``InvalidCommandError`` a blank ``user_id`` is (anything else is the model's to judge)."""
+    if isinstance(name, str):
+        try:
+            _not_blank(name)
+        except ValueError as exc:
+            raise InvalidCommandError(f"invalid actor: {field}: Value error, {exc}") from None
+    return name
+
+
 # --------------------------------------------------------------------------- targets
 
 
@@ -246,21 +257,24 @@ class SteeringActor(_CommandPart):
     ) -> "HumanActor":
         return _build(HumanActor, user_id=user_id, tenant_id=tenant_id, scopes=scopes)
 
+    # A blank name (agent, node, middleware, test) is refused by these factories, as a blank
+    # user_id is: it names nobody in the audit trail. The check is here, not on the models,
+    # whose construction is on the router's hot path.
     @classmethod
     def parent_agent(cls, run_id: str, agent_id: str) -> "ParentAgentActor":
-        return _build(ParentAgentActor, run_id=run_id, agent_id=agent_id)
+        return _build(ParentAgentActor, run_id=run_id, agent_id=_named("agent_id", agent_id))
 
     @classmethod
     def graph_supervisor(cls, run_id: str, node: str) -> "GraphSupervisorActor":
-        return _build(GraphSupervisorActor, run_id=run_id, node=node)
+        return _build(GraphSupervisorActor, run_id=run_id, node=_named("node", node))
 
     @classmethod
     def middleware(cls, name: str, run_id: str | None = None) -> "MiddlewareActor":
-        return _build(MiddlewareActor, name=name, run_id=run_id)
+        return _build(MiddlewareActor, name=_named("name", name), run_id=run_id)
 
     @classmethod
     def test(cls, name: str = "test") -> "TestActor":
-        return _build(TestActor, name=name)
+        return _build(TestActor, name=_named("name", name))
 
     def describe(self) -> str:
         return self.type
