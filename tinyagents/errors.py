@@ -129,6 +129,12 @@ class ToolsWithheld(ConfigurationError):
     left with, and a caller asking for more is told so rather than given less in silence."""
 
 
+class SubscriptionInUse(ConfigurationError, RuntimeError):
+    """A second task waited for the next event of a subscription another task was waiting on:
+    the two would split its events (each going to one of them). A subscription is one
+    reader's queue: ``subscribe()`` once per reader, and each gets every event."""
+
+
 class ArgumentError(ConfigurationError, ValueError):
     """A call was given a value it does not take: a step limit below 1 (``recursion_limit``),
     a count below 0 (``history(limit=)``), a subscription holding no event

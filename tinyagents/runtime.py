@@ -1296,6 +1296,8 @@ class Runtime:
         return None if looked_up is None else self.runs.tree.subtree(looked_up)
 
     def subscribe(self, *, maxsize: int = 10_000, where: EventFilter | None = None) -> Subscription:
+        """``rt.bus.subscribe``: the events from now on (those ``where`` keeps), for one reader
+        (another task waiting on it at once is ``SubscriptionInUse``: subscribe per reader)."""
         return self.bus.subscribe(maxsize=maxsize, where=where)
 
     async def register(

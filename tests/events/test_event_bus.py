@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
-from tinyagents.events import Event, EventBus, MemorySink, RunEvent
+import pytest
+
+from tinyagents.errors import SubscriptionInUse
+from tinyagents.events import Event, EventBus, MemorySink, RunEvent, Subscription
 
 
 def run_event(run_id: str = "r-1", type_: str = "run.status") -> RunEvent:
@@ -134,3 +138,66 @@ async def test_a_subscription_made_after_the_bus_closed_ends_at_once() -> None:
     assert [e async for e in late] == []
     bus.publish(run_event())
     assert late.get_nowait() is None
+
+
+async def test_a_second_task_reading_one_subscription_is_refused_not_given_half_the_events() -> (
+    None
+):
+    """Two tasks reading one ``rt.subscribe()`` split its events (each went to whichever task
+    waited first), and neither knew: one subscription is one reader's queue. The second task
+    that waits while another waits is refused; the first still gets every event."""
+    bus = EventBus()
+    sub = bus.subscribe()
+    seen: list[int] = []
+
+    async def read(n: int) -> None:
+        async for event in sub:
+            seen.append(event.offset)
+            if len(seen) == n:
+                return
+
+    first = asyncio.create_task(read(4))
+    await asyncio.sleep(0)  # the first reader waits for an event
+    with pytest.raises(SubscriptionInUse, match="subscribe once per reader"):
+        await read(4)
+    for _ in range(4):
+        bus.publish(run_event())
+    await first
+    assert seen == [0, 1, 2, 3]
+
+
+async def test_a_subscription_passes_to_another_task_once_its_reader_stopped_waiting() -> None:
+    bus = EventBus()
+    sub = bus.subscribe()
+    waiting = asyncio.create_task(sub.get())
+    await asyncio.sleep(0)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    bus.publish(run_event())
+    got = await asyncio.create_task(sub.get())  # another task: the first is gone
+    assert got is not None and got.offset == 0
+    # and one task may wait again and again (each async for step is one wait)
+    later = asyncio.create_task(sub.get())
+    await asyncio.sleep(0)
+    bus.publish(run_event())
+    assert (await later).offset == 1  # type: ignore[union-attr]
+
+
+async def test_a_subscription_per_reader_gives_each_every_event() -> None:
+    bus = EventBus()
+    subs = [bus.subscribe(), bus.subscribe()]
+    tasks = [asyncio.create_task(_take(s, 3)) for s in subs]
+    await asyncio.sleep(0)
+    for _ in range(3):
+        bus.publish(run_event())
+    assert [await t for t in tasks] == [[0, 1, 2], [0, 1, 2]]
+
+
+async def _take(sub: Subscription, n: int) -> list[int]:
+    got = []
+    async for event in sub:
+        got.append(event.offset)
+        if len(got) == n:
+            break
+    return got

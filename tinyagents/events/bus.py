@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from tinyagents.errors import ArgumentError, ConfigurationError
+from tinyagents.errors import ArgumentError, ConfigurationError, SubscriptionInUse
 from tinyagents.events.models import Event
 from tinyagents.protocol.ids import shown_repr
 
@@ -62,7 +62,12 @@ def sink_name(sink: Callable[..., object]) -> str:
 
 class Subscription:
     """An async iterator of events; ``dropped`` counts what did not fit in its queue,
-    ``errors`` the events its ``where`` filter raised on (those are skipped)."""
+    ``errors`` the events its ``where`` filter raised on (those are skipped).
+
+    One reader's: a task that waits for its next event while another task waits on it is
+    refused (``SubscriptionInUse``), since the two would split its events; ``subscribe()``
+    once per reader, and each subscription gets every event. Once its reader stops waiting
+    (it ended, or was cancelled), another task may read it."""
 
     def __init__(self, bus: EventBus, maxsize: int, where: EventFilter | None) -> None:
         self._bus = bus
@@ -72,6 +77,8 @@ class Subscription:
         self.dropped = 0
         self.errors = 0
         self.closed = False
+        #: the task waiting in ``get`` (at most one: two would split the events)
+        self._waiting: asyncio.Task[Any] | None = None
 
     def offer(self, event: Event) -> None:
         if self.closed:
@@ -93,9 +100,21 @@ class Subscription:
 
     async def get(self) -> Event | None:
         """The next event, or ``None`` once the subscription is closed and drained."""
-        if self.closed and self._queue.empty():
+        if self._waiting is not None and self._waiting is not asyncio.current_task():
+            raise SubscriptionInUse(
+                "another task is waiting for this subscription's next event: two readers "
+                "would each get some of its events; subscribe once per reader (each "
+                "subscription gets every event)"
+            )
+        if not self._queue.empty():
+            return self._queue.get_nowait()
+        if self.closed:
             return None
-        return await self._queue.get()
+        self._waiting = asyncio.current_task()
+        try:
+            return await self._queue.get()
+        finally:
+            self._waiting = None
 
     def get_nowait(self) -> Event | None:
         try:
