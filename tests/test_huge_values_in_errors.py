@@ -26,19 +26,24 @@ from tinyagents.errors import (
     ConfigurationError,
     GraphValidationError,
     InvalidCommandError,
+    InvalidRouteError,
+    InvalidUpdateError,
 )
-from tinyagents.events import EventBus
+from tinyagents.events import EventBus, StructlogSink
 from tinyagents.graph import (
     START,
     AgentNode,
     CachePolicy,
+    Command,
     RetryPolicy,
     Send,
     StateGraph,
+    TimeoutPolicy,
     interrupt,
 )
-from tinyagents.harness import Tool, ToolOutput, tool
+from tinyagents.harness import FunctionToolset, Tool, ToolOutput, tool
 from tinyagents.server import OBSERVE_RIGHT, Auth
+from tinyagents.steering import BudgetPolicy
 from tinyagents.store.cache import InMemoryCache
 from tinyagents.store.checkpoint import MemoryCheckpointer, SqliteCheckpointer
 from tinyagents.store.longterm import MemoryGraphStore
@@ -209,7 +214,55 @@ CASES: dict[str, tuple[Callable[[], object], type[Exception]]] = {
     ),
     "a Send's node": (lambda: Send(HUGE, {}), GraphValidationError),  # type: ignore[arg-type]
     "a handle's flag": (lambda: asyncio.run(_cancel(immediate=HUGE)), ArgumentError),
+    "a structlog sink's level": (lambda: StructlogSink(level=HUGE), ConfigurationError),  # type: ignore[arg-type]
+    "a cache policy's key_func": (lambda: CachePolicy(key_func=HUGE), ArgumentError),  # type: ignore[arg-type]
+    "a stream's subgraphs": (
+        lambda: _graph().compile().stream({"x": 1}, subgraphs=HUGE),  # type: ignore[arg-type]
+        ArgumentError,
+    ),
+    "a Command's goto": (lambda: Command(goto=HUGE).goto_list(), InvalidRouteError),  # type: ignore[arg-type]
+    "a timeout policy's refresh_on": (
+        lambda: TimeoutPolicy(run_timeout=1.0, refresh_on=HUGE),  # type: ignore[arg-type]
+        ArgumentError,
+    ),
+    "an agent run's stream mode": (lambda: asyncio.run(_agent_stream([HUGE])), ConfigurationError),
+    "a ToolOutput's max_retries": (
+        lambda: ToolOutput(State, max_retries=-HUGE),
+        ConfigurationError,
+    ),
+    "a tool's retries": (lambda: tool(retries=-HUGE)(_noop), ConfigurationError),
+    "a toolset's renamed": (
+        lambda: FunctionToolset([_noop]).renamed({HUGE: "_noop"}),  # type: ignore[dict-item]
+        ConfigurationError,
+    ),
+    "a runtime's testing": (lambda: Runtime(testing=HUGE), ConfigurationError),  # type: ignore[arg-type]
+    "a runtime's trusted_middleware": (
+        lambda: Runtime(trusted_middleware=HUGE),  # type: ignore[arg-type]
+        ConfigurationError,
+    ),
+    "a budget policy's clamp": (lambda: BudgetPolicy(clamp=HUGE), ConfigurationError),  # type: ignore[arg-type]
+    "a store search's refresh_ttl": (lambda: _store_search(refresh_ttl=HUGE), ArgumentError),
+    "a store listing's max_depth": (
+        lambda: asyncio.run(MemoryGraphStore().alist_namespaces(max_depth=-HUGE)),
+        ArgumentError,
+    ),
+    "a history's limit": (lambda: _history(limit=-HUGE), ArgumentError),
+    "a bulk update's superstep": (
+        lambda: asyncio.run(
+            _graph().compile(checkpointer=MemoryCheckpointer()).bulk_update_state("t-1", [HUGE])  # type: ignore[list-item]
+        ),
+        InvalidUpdateError,
+    ),
 }
+
+
+async def _agent_stream(mode: object) -> None:
+    async with Runtime() as rt:
+        handle = await rt.start(Agent("a", ScriptedModel(["done"])), "hi")
+        try:
+            handle.stream(mode)  # type: ignore[arg-type]
+        finally:
+            await handle.result()
 
 
 def _noop() -> None:

@@ -153,7 +153,7 @@ class Runtime:
         ``TINYAGENTS_MAX_CONCURRENT_JUDGES`` or 8); the runs past it wait their turn."""
         if not isinstance(testing, bool):  # "no" or 0 would be taken as their truth
             raise ConfigurationError(
-                f"testing= must be True or False, got {type(testing).__name__} {testing!r}"
+                f"testing= must be True or False, got {type(testing).__name__} {shown_repr(testing)}"
             )
         trusted_middleware = _names(trusted_middleware)
         if SUPERVISOR in trusted_middleware:
@@ -1521,7 +1521,7 @@ def _names(trusted: Iterable[str]) -> frozenset[str]:
     if isinstance(trusted, (str, bytes)) or not isinstance(trusted, Iterable):
         raise ConfigurationError(
             f"trusted_middleware= takes a list of names, got {type(trusted).__name__} "
-            f"{trusted!r}; e.g. trusted_middleware=[{trusted!r}]"
+            f"{shown_repr(trusted)}; e.g. trusted_middleware=[{shown_repr(trusted)}]"
         )
     names = frozenset(trusted)
     for name in names:

@@ -7,6 +7,7 @@ from typing import Any
 from tinyagents.errors import ConfigurationError
 from tinyagents.events.models import Event, surrogates_escaped
 from tinyagents.events.redact import mask
+from tinyagents.protocol.ids import shown_repr
 
 #: The level names ``StructlogSink`` logs at (the standard library's).
 LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -55,7 +56,7 @@ class StructlogSink:
         name = level.lower() if isinstance(level, str) else level
         if name not in LEVELS:
             raise ConfigurationError(
-                f"StructlogSink(level={level!r}): unknown log level; use one of "
+                f"StructlogSink(level={shown_repr(level)}): unknown log level; use one of "
                 f"{', '.join(LEVELS)} (in any case)"
             )
         import structlog

@@ -99,7 +99,7 @@ class CachePolicy(FrozenRecord):
         if not callable(self.key_func):
             raise ArgumentError(
                 "CachePolicy(key_func=...) takes a function of the node's input returning "
-                f"str or bytes, got {type(self.key_func).__name__} {self.key_func!r}"
+                f"str or bytes, got {type(self.key_func).__name__} {shown_repr(self.key_func)}"
             )
         object.__setattr__(self, "ttl", check_ttl(self.ttl, "CachePolicy(ttl=...)"))
 

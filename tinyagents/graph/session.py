@@ -46,6 +46,7 @@ from tinyagents.graph.graph_runtime import check_durability, coerce_context, sta
 from tinyagents.graph.reducers import Replaced
 from tinyagents.graph.tasks import Task, plan_tasks
 from tinyagents.graph.types import END, START, UNSET, Command, Send, StateUpdate
+from tinyagents.protocol.ids import shown_repr
 from tinyagents.runs.info import check_id
 from tinyagents.store import checkpoint as checkpoints
 from tinyagents.store.checkpoint._lease import new_owner
@@ -657,7 +658,7 @@ def check_supersteps(
     for index, step in enumerate(supersteps):
         if not isinstance(step, (list, tuple)) or not all(isinstance(u, StateUpdate) for u in step):
             raise InvalidUpdateError(
-                f"bulk_update_state: superstep {index} is not a list of StateUpdate: {step!r}"
+                f"bulk_update_state: superstep {index} is not a list of StateUpdate: {shown_repr(step)}"
             )
         if not step:
             raise InvalidUpdateError(f"bulk_update_state: no updates provided in superstep {index}")

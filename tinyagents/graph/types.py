@@ -38,7 +38,7 @@ def check_subgraphs(subgraphs: object) -> bool:
     read as true, and each item came as a ``(namespace, payload)`` pair."""
     if type(subgraphs) is not bool:
         raise ArgumentError(
-            f"subgraphs= is True or False, got {type(subgraphs).__name__} {subgraphs!r:.80}"
+            f"subgraphs= is True or False, got {type(subgraphs).__name__} {shown_repr(subgraphs)}"
         )
     return subgraphs
 
@@ -147,7 +147,7 @@ class Command(FrozenRecord, Generic[N]):
             isinstance(g, (str, Send)) for g in goto
         ):
             raise InvalidRouteError(
-                f"Command.goto takes a node name, a Send or a list of them, got {goto!r}"
+                f"Command.goto takes a node name, a Send or a list of them, got {shown_repr(goto)}"
             )
         return [node_name(g) if isinstance(g, str) else g for g in goto]
 
@@ -346,7 +346,7 @@ class TimeoutPolicy(FrozenRecord):
         object.__setattr__(self, "idle_timeout", _seconds(self.idle_timeout, "idle_timeout"))
         if self.refresh_on not in ("auto", "heartbeat"):
             raise ArgumentError(
-                f"TimeoutPolicy.refresh_on must be 'auto' or 'heartbeat', got {self.refresh_on!r}"
+                f"TimeoutPolicy.refresh_on must be 'auto' or 'heartbeat', got {shown_repr(self.refresh_on)}"
             )
 
     def seconds(self) -> tuple[float | None, float | None]:

@@ -122,6 +122,7 @@ from tinyagents.protocol.commands import (
     SteeringKind,
     SteeringTarget,
 )
+from tinyagents.protocol.ids import shown_repr
 from tinyagents.protocol.state import RunStatus
 from tinyagents.runs.handle import RunDriver, RunHandle, RunResult
 from tinyagents.runs.host import RunHost, require_open
@@ -2363,7 +2364,7 @@ class AgentRun(RunDriver):
         if unknown or not modes:
             raise ConfigurationError(
                 "an agent run streams 'events' (all) or 'messages' (model.delta), not "
-                f"{sorted(unknown, key=repr) or mode!r}"
+                f"{', '.join(shown_repr(m) for m in unknown) if unknown else shown_repr(mode)}"
             )
         return self._events(only_deltas=modes == {"messages"})
 

@@ -340,7 +340,7 @@ class ToolOutput(Record):
         ):
             raise ConfigurationError(
                 f"ToolOutput: max_retries must be a whole number >= 0 (or None), got "
-                f"{max_retries!r}"
+                f"{shown_repr(max_retries)}"
             )
         if strict is not None and not isinstance(strict, bool):
             raise ConfigurationError(

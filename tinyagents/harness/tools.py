@@ -292,7 +292,7 @@ def check_retries(owner: str, retries: object) -> None:
         isinstance(retries, bool) or not isinstance(retries, int) or retries < 0
     ):
         raise ConfigurationError(
-            f"{owner}: retries must be a whole number >= 0 (or None), got {retries!r}"
+            f"{owner}: retries must be a whole number >= 0 (or None), got {shown_repr(retries)}"
         )
 
 

@@ -37,6 +37,7 @@ from tinyagents.harness.tools import (
     check_retries,
     is_tool_name,
 )
+from tinyagents.protocol.ids import shown_repr
 
 
 class Toolset(ABC):
@@ -367,7 +368,7 @@ class RenamedToolset(WrapperToolset):
         odd = [pair for pair in self.name_map.items() if not all(isinstance(n, str) for n in pair)]
         if odd:
             raise ConfigurationError(
-                f"renamed() takes a dict of {{new name: old name}}, text each, got {odd[0]!r}"
+                f"renamed() takes a dict of {{new name: old name}}, text each, got {shown_repr(odd[0][0])}: {shown_repr(odd[0][1])}"
             )
         names_of: dict[str, list[str]] = {}
         for new, old in self.name_map.items():

@@ -17,7 +17,7 @@ from tinyagents.protocol.commands import (
     SteeringKind,
     TestActor,
 )
-from tinyagents.protocol.ids import shown_id
+from tinyagents.protocol.ids import shown_id, shown_repr
 from tinyagents.runs.limits import BUDGET_FIELDS, past
 from tinyagents.steering.policy import (
     CallNext,
@@ -163,7 +163,7 @@ class BudgetPolicy(CheckPolicy):
         if not isinstance(clamp, bool):  # "no" clamped, being true
             raise ConfigurationError(
                 f"BudgetPolicy(clamp=...): clamp= is True or False, got "
-                f"{type(clamp).__name__} {clamp!r:.80}"
+                f"{type(clamp).__name__} {shown_repr(clamp)}"
             )
         self.clamp = clamp
         self.inline = not clamp  # a clamp transforms the command: it needs call_next

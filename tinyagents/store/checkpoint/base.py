@@ -320,7 +320,7 @@ def check_limit(limit: object, what: str = "list") -> int | None:
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise ArgumentError(
             f"{what}(limit=...) must be None or a whole number >= 0 (how many checkpoints), got "
-            f"{limit!r}"
+            f"{shown_repr(limit)}"
         )
     return limit
 

@@ -372,7 +372,7 @@ def check_ttl(ttl: Any) -> None:
 
 def _check_flag(refresh_ttl: Any) -> None:
     if not isinstance(refresh_ttl, bool):
-        raise ArgumentError(f"refresh_ttl is True or False, got {refresh_ttl!r}")
+        raise ArgumentError(f"refresh_ttl is True or False, got {shown_repr(refresh_ttl)}")
 
 
 def check_ops(ops: Iterable[Any]) -> list[Op]:
@@ -416,14 +416,14 @@ def check_ops(ops: Iterable[Any]) -> list[Op]:
                 ):
                     raise ArgumentError(
                         f"a match condition is MatchCondition('prefix'|'suffix', path), "
-                        f"got {condition!r}"
+                        f"got {shown_repr(condition)}"
                     )
                 check_namespace(tuple(condition.path), prefix=True)
             depth = op.max_depth
             if depth is not None and (
                 isinstance(depth, bool) or not isinstance(depth, int) or depth < 1
             ):
-                raise ArgumentError(f"max_depth is a positive int or None, got {depth!r}")
+                raise ArgumentError(f"max_depth is a positive int or None, got {shown_repr(depth)}")
             _check_page(op.limit, op.offset)
         else:
             raise ArgumentError(
