@@ -247,6 +247,14 @@ CASES: dict[str, tuple[Callable[[], object], type[Exception]]] = {
         ArgumentError,
     ),
     "a history's limit": (lambda: _history(limit=-HUGE), ArgumentError),
+    "a control plane's backoff_s": (
+        lambda: asyncio.run(_redis_control(backoff_s=HUGE)),
+        ConfigurationError,
+    ),
+    "a token's rights": (
+        lambda: Auth(Auth.generate_key()).mint(user="u", tenant="t", rights=[HUGE]),  # type: ignore[list-item]
+        ConfigurationError,
+    ),
     "a bulk update's superstep": (
         lambda: asyncio.run(
             _graph().compile(checkpointer=MemoryCheckpointer()).bulk_update_state("t-1", [HUGE])  # type: ignore[list-item]
@@ -254,6 +262,13 @@ CASES: dict[str, tuple[Callable[[], object], type[Exception]]] = {
         InvalidUpdateError,
     ),
 }
+
+
+async def _redis_control(**settings: Any) -> None:
+    from tinyagents.distributed import RedisControl
+
+    async with Runtime() as rt:
+        RedisControl(rt, None, **settings)
 
 
 async def _agent_stream(mode: object) -> None:

@@ -92,7 +92,7 @@ from tinyagents.protocol.commands import (
     SteeringReceipt,
     dedupe_scope,
 )
-from tinyagents.protocol.ids import id_problem, shown_id
+from tinyagents.protocol.ids import id_problem, shown_id, shown_repr
 from tinyagents.protocol.state import UNFINISHED_RUN_STATUSES, RunStatus
 from tinyagents.store.base import read_snapshot, snapshot_time
 from tinyagents.store.urls import redacted
@@ -1265,12 +1265,12 @@ def _check_settings(
     _bounds.seconds("block_s", block_s)
     if not isinstance(backoff_s, (tuple, list)) or len(backoff_s) != 2:
         raise ConfigurationError(
-            f"backoff_s must be a pair (low, high) of seconds, got {backoff_s!r}"
+            f"backoff_s must be a pair (low, high) of seconds, got {shown_repr(backoff_s)}"
         )
     low, high = (_bounds.seconds("backoff_s", b) for b in backoff_s)
     if low > high:
         raise ConfigurationError(
-            f"backoff_s must be (low, high) with low <= high, got {backoff_s!r}"
+            f"backoff_s must be (low, high) with low <= high, got {shown_repr(backoff_s)}"
         )
     _bounds.whole_number(
         "max_connections",

@@ -587,7 +587,8 @@ def check_claims(
     rights = sorted(set(rights))
     unknown = [r for r in rights if r not in RIGHTS]
     if unknown:
-        raise ConfigurationError(f"unknown right(s) {unknown}; rights are {list(RIGHTS)}")
+        shown = ", ".join(shown_repr(r) for r in unknown)
+        raise ConfigurationError(f"unknown right(s) {shown}; rights are {list(RIGHTS)}")
     if not rights:
         raise ConfigurationError(f"a token needs at least one right of {list(RIGHTS)}")
     for name, value in (("user", user), ("tenant", tenant)):
