@@ -399,11 +399,11 @@ def test_a_colleagues_cancel_from_the_cli_is_shown_as_the_end_of_the_pages_comma
 def test_an_instruction_refused_for_its_size_stays_in_its_field_to_be_shortened(
     browser: Any, tmp_path: Path
 ) -> None:
-    """The field takes 16,000 characters; the server takes 16 KiB of the payload's UTF-8, so
-    9,000 accented letters (18,000 bytes) fit the field and are refused ("payload too large
-    ... send a summary"). The field was emptied as the instruction left: the text to shorten
-    was gone. A refused instruction changed nothing and stays in its field; once shortened it
-    is accepted, and the field empties."""
+    """9,000 accented letters (18,000 bytes, past the server's 16 KiB of the payload's UTF-8)
+    were sent, refused, and the field, emptied as the instruction left, lost the text to
+    shorten. An instruction refused stays in its field: one past the limit is not sent (the
+    field counts bytes since round 8), one the server refuses (it shows nothing: zero-width
+    spaces) comes back; once shortened it is accepted, and the field empties."""
     from selenium.webdriver.common.by import By
     from test_console_browser import browser_click
 
@@ -418,13 +418,16 @@ def test_an_instruction_refused_for_its_size_stays_in_its_field_to_be_shortened(
         field.send_keys("é")  # (typed, as the rest could have been)
         assert field.get_attribute("value") == text
         browser_click(browser, "steer-btn")
-        sent = wait.until(lambda d: _sent(d, "steer"))
-        assert sent["receipt"] == "rejected", sent
-        outcome = browser.find_element(
-            By.CSS_SELECTOR, '[data-testid="sent-command"] [data-testid="outcome"]'
-        )
-        assert "payload too large" in outcome.text, outcome.text
+        toast = browser.find_element(By.ID, "toast")
+        wait.until(lambda d: toast.text.startswith("Too long to send"))
+        assert not _sent(browser, "steer")
         assert field.get_attribute("value") == text, "the refused instruction is gone"
+
+        browser.execute_script("arguments[0].value = arguments[1]", field, "\u200b" * 3)
+        browser_click(browser, "steer-btn")
+        refused = wait.until(lambda d: _sent(d, "steer"))
+        assert refused["receipt"] == "not sent", refused
+        assert field.get_attribute("value") == "\u200b" * 3, "the refused instruction is gone"
 
         browser.execute_script("arguments[0].value = arguments[1]", field, "é" * 100)
         browser_click(browser, "steer-btn")

@@ -100,6 +100,35 @@ def test_the_timeline_listens_for_every_event_type() -> None:
     assert types <= listed, f"console.js does not listen for {sorted(types - listed)}"
 
 
+def _js_strings(name: str, brackets: str) -> set[str]:
+    """The string literals of console.js's ``const <name> = <open>...<close>``."""
+    opening, closing = (re.escape(c) for c in brackets)
+    found = re.search(rf"const {name} = (?:new Set\()?{opening}(.*?){closing}", text("console.js"))
+    assert found is not None, f"console.js has no {name}"
+    return set(re.findall(r'"([a-z_]+)"', found.group(1)))
+
+
+def test_the_consoles_run_statuses_are_the_servers() -> None:
+    # The console keeps its own copy of the vocabulary (a plain file, no build step): a
+    # status added to RunStatus and not here was neither polled as live (LIVE) nor shown as
+    # finished (FINISHED): its controls enabled on a run that takes no more commands.
+    from tinyagents.protocol import UNFINISHED_RUN_STATUSES, RunStatus
+
+    live = _js_strings("LIVE", "[]")
+    finished = _js_strings("FINISHED", "[]")
+    assert live == {str(s) for s in UNFINISHED_RUN_STATUSES}, live
+    assert finished == {str(s) for s in RunStatus} - live, finished
+
+
+def test_the_consoles_payload_bound_is_the_servers() -> None:
+    # the instruction's field says "too long" (and sends nothing) past this bound
+    from tinyagents.steering.policies import DEFAULT_MAX_TEXT_BYTES
+
+    found = re.search(r"const MAX_PAYLOAD_BYTES = (\d+);", text("console.js"))
+    assert found is not None, "console.js has no MAX_PAYLOAD_BYTES"
+    assert int(found.group(1)) == DEFAULT_MAX_TEXT_BYTES
+
+
 @pytest.fixture
 async def base_url() -> AsyncIterator[str]:
     from tinyagents.server import Control, bind, create_app, serving

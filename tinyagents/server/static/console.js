@@ -17,6 +17,10 @@
   const TREE_PAGE = 1000;
   const LIVE = ["running", "paused", "interrupted"];
   const MAX_EVENTS = 500;
+  // The server's bound on a command's payload (steering.policies.DEFAULT_MAX_TEXT_BYTES):
+  // UTF-8 bytes of its compact JSON, not characters (an "é" is two bytes, a newline's
+  // escape two, an emoji four).
+  const MAX_PAYLOAD_BYTES = 16384;
   // How often a stream the browser gave up on is opened again.
   const REOPEN_MS = 3000;
   // Outcomes kept of commands other pages sent (those of this page's own are always kept):
@@ -901,6 +905,21 @@
     send(`${kind} ${iso(ask.node || "question")}`, run.run_id, path, { kind, payload });
   }
 
+  // Says (beside the instruction's field) when what is written is past the server's bound,
+  // by how much; the sentence, or "" when it fits.
+  function sizeSteer() {
+    const field = $("steer-input");
+    const bytes = new TextEncoder().encode(JSON.stringify({ text: field.value })).length;
+    const tooLong = bytes > MAX_PAYLOAD_BYTES
+      ? `Too long to send: ${bytes.toLocaleString("en")} bytes with its JSON (UTF-8), the server takes ${MAX_PAYLOAD_BYTES.toLocaleString("en")}: shorten it by ${(bytes - MAX_PAYLOAD_BYTES).toLocaleString("en")}.`
+      : "";
+    $("steer-size").hidden = !tooLong;
+    $("steer-size").textContent = tooLong;
+    if (tooLong) field.setAttribute("aria-invalid", "true");
+    else field.removeAttribute("aria-invalid");
+    return tooLong;
+  }
+
   function wireControls() {
     $("pause-btn").addEventListener("click", () => {
       if (state.selected) send("pause", state.selected, `${runPath(state.selected)}/pause`, {});
@@ -915,6 +934,7 @@
       // on until it answered); a running tool call still finishes
       send("cancel", state.selected, `${runPath(state.selected)}/abort`, { delivery: "immediate" });
     });
+    $("steer-input").addEventListener("input", sizeSteer);
     $("steer-form").addEventListener("submit", (event) => {
       event.preventDefault();
       const text = $("steer-input").value;
@@ -923,14 +943,25 @@
         toast("Write an instruction first.");
         return;
       }
+      // measured as the server measures it: a field bounded in characters cut English
+      // short of the limit and let accented text past it, to be refused
+      const tooLong = sizeSteer();
+      if (tooLong) {
+        toast(tooLong);
+        return;
+      }
       const field = $("steer-input");
       field.value = "";
+      sizeSteer();
       send(`steer: “${iso(text.trim().slice(0, 60))}”`, state.selected, `${runPath(state.selected)}/steer`, { message: text })
         .then((entry) => {
           // it did not reach the server, or was refused (too large, say): it changed nothing,
           // and the text written is not lost with it (to be shortened, sent again)
           const refused = entry.error || entry.receipt === "rejected";
-          if (refused && !field.value) field.value = text;
+          if (refused && !field.value) {
+            field.value = text;
+            sizeSteer();
+          }
         });
     });
     $("tools-form").addEventListener("submit", (event) => {

@@ -1,0 +1,162 @@
+"""The console in headless Chromium, round eight: finished trees hidden while more pages of
+runs remain, and an instruction measured as the server measures it (UTF-8 bytes of its JSON,
+not characters)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_console_browser import (
+    TINYAGENTS,
+    WAIT_S,
+    _listening,
+    _save_finished_runs,
+    _sent,
+    browser,
+    free_port,
+    storeless_server,
+    waiter,
+)
+
+from tinyagents.steering.policies import DEFAULT_MAX_TEXT_BYTES
+
+__all__ = ["browser"]  # the fixture, used by name
+
+pytestmark = pytest.mark.timeout(300)
+
+ROWS = '[data-testid="run-row"]'
+
+
+@contextlib.contextmanager
+def serve_store(tmp_path: Path) -> Iterator[str]:
+    """``tinyagents serve --insecure-dev`` (no demo: nothing runs) over ``serve.db``: its URL."""
+    port = free_port()
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    proc = subprocess.Popen(
+        [str(TINYAGENTS), "serve", "--insecure-dev", "--port", str(port),
+         "--store", f"sqlite:///{tmp_path / 'serve.db'}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while not _listening(port):
+            assert proc.poll() is None, "serve exited"
+            assert time.monotonic() < deadline, "serve never listened"
+            time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_finished_trees_hidden_with_more_pages_to_read_are_n_or_more(
+    browser: Any, tmp_path: Path
+) -> None:
+    """450 finished runs and none live, more than the 200 the console reads a poll: hidden,
+    the page says "200 or more finished trees" (it read only the newest page), and "them";
+    the "more runs" note stays. Shown again, the newest twelve trees are back and the hint
+    goes."""
+    from selenium.webdriver.common.by import By
+
+    _save_finished_runs(tmp_path / "serve.db", 450)
+    with serve_store(tmp_path) as url:
+        wait = waiter(browser)
+        browser.get(url)
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, f'{ROWS}[data-run-id="old-0449"]'))
+        assert len(browser.find_elements(By.CSS_SELECTOR, ROWS)) == 12
+        browser.find_element(By.ID, "show-finished").click()
+        wait.until(lambda d: not d.find_elements(By.CSS_SELECTOR, ROWS))
+        hidden = browser.find_element(By.ID, "tree-hidden")
+        assert hidden.is_displayed()
+        assert hidden.text == (
+            "No live runs: 200 or more finished trees hidden "
+            "(tick “show finished trees” to see them)."
+        ), hidden.text
+        assert browser.find_element(By.ID, "tree-more").is_displayed()
+        assert not browser.find_element(By.ID, "tree-empty").is_displayed()
+        browser.find_element(By.ID, "show-finished").click()
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ROWS)) == 12)
+        assert not hidden.is_displayed()
+
+
+#: ``{"text":""}``: what the payload of an instruction adds to its text's bytes.
+WRAPPING = len('{"text":""}')
+
+
+def _type(driver: Any, field: Any, text: str) -> None:
+    """``text`` into ``field``: all but its last character set, the last typed (an input
+    event, as typing the whole would give)."""
+    driver.execute_script("arguments[0].value = arguments[1]", field, text[:-1])
+    field.send_keys(text[-1])
+
+
+def _sent_rows(driver: Any) -> int:
+    from selenium.webdriver.common.by import By
+
+    return len(driver.find_elements(By.CSS_SELECTOR, '[data-testid="sent-command"]'))
+
+
+def test_the_instruction_field_counts_the_bytes_the_server_counts(browser: Any) -> None:
+    """The field counted 16,000 characters: English past 16,000 characters (within the
+    server's 16 KiB) was cut, and 9,000 accented letters (18,000 bytes) were let through to
+    be refused. It counts UTF-8 bytes of the payload's JSON: ASCII up to the limit is kept
+    whole and accepted; accented text one byte over is not sent, said to be too long (by how
+    much), and kept; one byte less is accepted."""
+    from selenium.webdriver.common.by import By
+    from test_console_browser import browser_click
+
+    room = DEFAULT_MAX_TEXT_BYTES - WRAPPING  # bytes of text that fit
+    port = free_port()
+    with storeless_server(port, "r-busy", "busy"):
+        wait = waiter(browser)
+        browser.get(f"http://127.0.0.1:{port}/")
+        browser_click(browser, "run-row")
+        status = browser.find_element(By.ID, "run-status")
+        wait.until(lambda d: status.text == "running")
+        field = browser.find_element(By.ID, "steer-input")
+
+        english = "a" * room  # 16,373 characters: past the old 16,000
+        _type(browser, field, english)
+        assert field.get_attribute("value") == english, "the field cut the text"
+        size = browser.find_element(By.ID, "steer-size")
+        assert not size.is_displayed(), size.text
+        browser_click(browser, "steer-btn")
+        sent = wait.until(lambda d: _sent(d, "steer"))
+        assert sent["receipt"] == "accepted", sent
+        assert field.get_attribute("value") == ""
+
+        over = "é" * (room // 2) + "é"  # 16,374 bytes of text (8,187 characters)
+        _type(browser, field, over)
+        wait.until(lambda d: size.is_displayed())
+        assert f"{len(over.encode()) + WRAPPING:,} bytes" in size.text, size.text
+        assert f"{DEFAULT_MAX_TEXT_BYTES:,}" in size.text, size.text
+        assert field.get_attribute("aria-invalid") == "true"
+        rows = _sent_rows(browser)
+        browser_click(browser, "steer-btn")
+        toast = browser.find_element(By.ID, "toast")
+        wait.until(lambda d: toast.text.startswith("Too long to send"))
+        assert _sent_rows(browser) == rows, "an instruction past the limit was sent"
+        assert field.get_attribute("value") == over, "the text to shorten is gone"
+
+        fits = "é" * (room // 2) + "a"  # 16,373 bytes: exactly the room
+        _type(browser, field, fits)
+        wait.until(lambda d: not size.is_displayed())
+        assert field.get_attribute("aria-invalid") != "true"
+        browser_click(browser, "steer-btn")
+        wait.until(lambda d: _sent_rows(d) == rows + 1)
+        sent = wait.until(lambda d: _sent(d, "steer"))
+        assert sent["receipt"] == "accepted", sent
