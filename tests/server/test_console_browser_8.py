@@ -160,3 +160,72 @@ def test_the_instruction_field_counts_the_bytes_the_server_counts(browser: Any) 
         wait.until(lambda d: _sent_rows(d) == rows + 1)
         sent = wait.until(lambda d: _sent(d, "steer"))
         assert sent["receipt"] == "accepted", sent
+
+
+def test_an_instruction_written_for_one_run_stays_with_it_when_another_is_picked(
+    browser: Any, tmp_path: Path
+) -> None:
+    """An instruction (and tools to narrow to) written for one run stayed in the fields when
+    another run was picked, by a click or by Back: Send then steered a run it was not
+    written for. Each run keeps what was written for it: the other run's fields are empty,
+    and Back brings the first run back with its text, Forward the other without. An
+    instruction the server refuses once another run is picked (its answer slowed) goes back
+    to its own run's field, not to the run selected then."""
+    from selenium.webdriver.common.by import By
+    from test_console_browser import fresh, screenshot_on_failure, serve_demo
+
+    with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
+        wait = waiter(browser)
+        browser.get(url)
+        row = wait.until(fresh("orchestrator", child=False))
+        first = row.get_attribute("data-run-id")
+        row.click()
+        run_id = browser.find_element(By.ID, "run-id")
+        wait.until(lambda d: run_id.text == first)
+        steer = browser.find_element(By.ID, "steer-input")
+        tools = browser.find_element(By.ID, "tools-input")
+        steer.send_keys("only billing evidence, for the first run")
+        tools.send_keys("search")
+
+        other = wait.until(
+            lambda d: [
+                r for r in d.find_elements(By.CSS_SELECTOR, ROWS)
+                if r.get_attribute("data-run-id") != first
+            ]
+        )[0]  # fmt: skip
+        second = other.get_attribute("data-run-id")
+        other.click()
+        wait.until(lambda d: run_id.text == second)
+        assert steer.get_attribute("value") == "", "the first run's instruction is offered"
+        assert tools.get_attribute("value") == ""
+
+        browser.back()
+        wait.until(lambda d: run_id.text == first)
+        assert steer.get_attribute("value") == "only billing evidence, for the first run"
+        assert tools.get_attribute("value") == "search"
+        browser.forward()
+        wait.until(lambda d: run_id.text == second)
+        assert steer.get_attribute("value") == ""
+        assert tools.get_attribute("value") == ""
+
+        # an instruction refused once another run is picked goes back to its own run
+        browser.execute_script(
+            "const real = window.fetch; window.fetch = (url, init) => String(url).endsWith('/steer')"
+            " ? new Promise(r => setTimeout(r, 1500)).then(() => real(url, init))"
+            " : real(url, init);"
+        )  # its answer slowed, so that another run is picked before it comes
+        browser.back()
+        wait.until(lambda d: run_id.text == first)
+        steer.clear()
+        steer.send_keys("\u200b\u200b")  # shows nothing: the server refuses it (422)
+        browser.find_element(By.ID, "steer-btn").click()
+        assert steer.get_attribute("value") == ""  # gone with the request
+        browser.forward()
+        wait.until(lambda d: run_id.text == second)
+        refused = wait.until(lambda d: _sent(d, "steer"))
+        assert refused["receipt"] == "not sent", refused
+        assert steer.get_attribute("value") == "", "the first run's instruction is offered"
+        browser.back()
+        wait.until(lambda d: run_id.text == first)
+        assert steer.get_attribute("value") == "\u200b\u200b"
+        assert tools.get_attribute("value") == "search"

@@ -17,6 +17,9 @@
   const TREE_PAGE = 1000;
   const LIVE = ["running", "paused", "interrupted"];
   const MAX_EVENTS = 500;
+  // The fields whose text is written for the selected run: they follow it (a run picked
+  // with text written for another, by a click or Back, steered the run it was not for).
+  const DRAFT_FIELDS = ["steer-input", "tools-input"];
   // The server's bound on a command's payload (steering.policies.DEFAULT_MAX_TEXT_BYTES):
   // UTF-8 bytes of its compact JSON, not characters (an "é" is two bytes, a newline's
   // escape two, an emoji four).
@@ -78,6 +81,10 @@
     polling: false,
     more: false, // the server has older runs than the newest page shows
     open: false, // a server started with --insecure-dev asks for no token
+    // What was written in a run's fields (DRAFT_FIELDS) while another run is selected:
+    // run_id -> {field id: text}. Only runs with text written are kept; a run's entry goes
+    // when it is selected again (back in its fields) or its fields are emptied.
+    drafts: new Map(),
   };
 
   // ------------------------------------------------------------------ small DOM helpers
@@ -247,6 +254,9 @@
     state.outcomes.clear();
     state.sent = [];
     state.more = false;
+    state.drafts.clear();
+    for (const id of DRAFT_FIELDS) $(id).value = "";
+    sizeSteer();
     $("timeline").replaceChildren();
     renderTree();
     renderDetail();
@@ -534,6 +544,7 @@
   }
 
   function select(runId, linked = false) {
+    if (runId !== state.selected) swapDrafts(state.selected, runId);
     state.selected = runId;
     if (!linked) linkRun(runId);
     const run = state.runs.get(runId);
@@ -548,6 +559,19 @@
     renderTree();
     renderDetail();
     applyTimelineFilter();
+  }
+
+  // What is written in the fields is kept for the run it was written for, and the fields
+  // show what was written for the run selected now (nothing, most often).
+  function swapDrafts(from, to) {
+    const written = {};
+    for (const id of DRAFT_FIELDS) if ($(id).value) written[id] = $(id).value;
+    if (from && Object.keys(written).length) state.drafts.set(from, written);
+    else if (from) state.drafts.delete(from);
+    const kept = (to && state.drafts.get(to)) || {};
+    state.drafts.delete(to);
+    for (const id of DRAFT_FIELDS) $(id).value = kept[id] || "";
+    sizeSteer();
   }
 
   // The selected run is the page address's fragment, ``#run=<id>`` (a fragment never reaches
@@ -958,9 +982,14 @@
           // it did not reach the server, or was refused (too large, say): it changed nothing,
           // and the text written is not lost with it (to be shortened, sent again)
           const refused = entry.error || entry.receipt === "rejected";
-          if (refused && !field.value) {
-            field.value = text;
+          if (!refused) return;
+          if (state.selected === entry.runId) {
+            if (!field.value) field.value = text;
             sizeSteer();
+          } else {
+            // another run was picked meanwhile: the text goes back to its own run's draft
+            const draft = state.drafts.get(entry.runId) || {};
+            if (!draft["steer-input"]) state.drafts.set(entry.runId, { ...draft, "steer-input": text });
           }
         });
     });
