@@ -229,3 +229,16 @@ def test_an_instruction_written_for_one_run_stays_with_it_when_another_is_picked
         wait.until(lambda d: run_id.text == first)
         assert steer.get_attribute("value") == "\u200b\u200b"
         assert tools.get_attribute("value") == "search"
+
+        # signing out forgets what was written (the next token may be another tenant's)
+        browser.forward()  # the first run's text kept for it
+        wait.until(lambda d: run_id.text == second)
+        browser.find_element(By.ID, "sign-out").click()
+        token = url.split("#token=")[1]
+        browser.find_element(By.ID, "token-input").send_keys(token)
+        browser.find_element(By.ID, "token-input").submit()
+        wait.until(lambda d: run_id.text == second)
+        browser.find_element(By.CSS_SELECTOR, f'{ROWS}[data-run-id="{first}"]').click()
+        wait.until(lambda d: run_id.text == first)
+        assert steer.get_attribute("value") == "", "a signed-out session's text is offered"
+        assert tools.get_attribute("value") == ""
