@@ -115,7 +115,7 @@ def test_the_instruction_field_counts_the_bytes_the_server_counts(browser: Any) 
     server's 16 KiB) was cut, and 9,000 accented letters (18,000 bytes) were let through to
     be refused. It counts UTF-8 bytes of the payload's JSON: ASCII up to the limit is kept
     whole and accepted; accented text one byte over is not sent, said to be too long (by how
-    much), and kept; one byte less is accepted."""
+    much), and kept; one byte less is accepted. Line breaks count as their JSON escapes."""
     from selenium.webdriver.common.by import By
     from test_console_browser import browser_click
 
@@ -158,6 +158,17 @@ def test_the_instruction_field_counts_the_bytes_the_server_counts(browser: Any) 
         assert field.get_attribute("aria-invalid") != "true"
         browser_click(browser, "steer-btn")
         wait.until(lambda d: _sent_rows(d) == rows + 1)
+        sent = wait.until(lambda d: _sent(d, "steer"))
+        assert sent["receipt"] == "accepted", sent
+
+        # a line break is two bytes of JSON (its escape), as the server counts it
+        _type(browser, field, "\n" * (room // 2 + 1) + "a")
+        wait.until(lambda d: size.is_displayed())
+        lines = "\n" * (room // 2) + "a"  # 8,187 characters, exactly the room
+        _type(browser, field, lines)
+        wait.until(lambda d: not size.is_displayed())
+        browser_click(browser, "steer-btn")
+        wait.until(lambda d: _sent_rows(d) == rows + 2)
         sent = wait.until(lambda d: _sent(d, "steer"))
         assert sent["receipt"] == "accepted", sent
 
