@@ -120,6 +120,25 @@ def test_the_consoles_run_statuses_are_the_servers() -> None:
     assert finished == {str(s) for s in RunStatus} - live, finished
 
 
+def test_the_consoles_command_states_are_the_servers() -> None:
+    # a command's outcome is "terminal" (no longer followed, its poll stopped) by TERMINAL,
+    # and worded by OUTCOME_TEXT: a state added to CommandState and not here was followed
+    # for good, or shown as its raw event type
+    from tinyagents.protocol import CommandState
+
+    def events(names: set[str]) -> set[str]:
+        return {name.removeprefix("steering.") for name in names}
+
+    found = re.search(r"const TERMINAL = new Set\(\[(.*?)\]\)", text("console.js"))
+    assert found is not None, "console.js has no TERMINAL"
+    terminal = events(set(re.findall(r'"(steering\.[a-z_]+)"', found.group(1))))
+    assert terminal == {str(s) for s in CommandState if s.terminal}, terminal
+    words = re.search(r"const OUTCOME_TEXT = \{(.*?)\};", text("console.js"), re.DOTALL)
+    assert words is not None, "console.js has no OUTCOME_TEXT"
+    worded = events(set(re.findall(r'"(steering\.[a-z_]+)":', words.group(1))))
+    assert worded == {str(s) for s in CommandState}, worded
+
+
 def test_the_consoles_payload_bound_is_the_servers() -> None:
     # the instruction's field says "too long" (and sends nothing) past this bound
     from tinyagents.steering.policies import DEFAULT_MAX_TEXT_BYTES
