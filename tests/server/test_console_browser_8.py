@@ -249,6 +249,8 @@ def test_an_instruction_written_for_one_run_stays_with_it_when_another_is_picked
         browser.find_element(By.ID, "token-input").send_keys(token)
         browser.find_element(By.ID, "token-input").submit()
         wait.until(lambda d: run_id.text == second)
+        # (its row, once the tree is read again)
+        wait.until(lambda d: d.find_element(By.CSS_SELECTOR, f'{ROWS}[data-run-id="{first}"]'))
         browser.find_element(By.CSS_SELECTOR, f'{ROWS}[data-run-id="{first}"]').click()
         wait.until(lambda d: run_id.text == first)
         assert steer.get_attribute("value") == "", "a signed-out session's text is offered"
