@@ -12,7 +12,10 @@ bound.
 
 ``summarize(payload, read_only=True)`` (the summary a command's events share) is the payload
 itself when the summary would keep it as it is: it must equal, type for type, the summary a
-copy of the payload gets, whatever the payload holds.
+copy of the payload gets, whatever the payload holds. ``payload_summary`` makes the same
+summary and, from the same walk, a bound of the payload's JSON size that the payload policy
+takes instead of counting: never below ``json_bytes``, and only a bound (the policy counts
+when it is past the limit).
 
 A chain made only of inline checks (the default pipeline) is run by the router check by check,
 without ``chain.decide``: the same commands through the same policies folded the long way must
@@ -33,6 +36,7 @@ from steerkit import OPERATOR, apply_ready, make_command, start_run
 
 from tinyagents.errors import InvalidCommandError
 from tinyagents.events import MemorySink, summarize
+from tinyagents.events.redact import payload_summary
 from tinyagents.protocol import (
     PAYLOAD_MODELS,
     SteeringActor,
@@ -49,10 +53,12 @@ from tinyagents.protocol.commands import (
     _read_only,
     mutable_copy,
 )
+from tinyagents.runs import RunInfo, RunTree
 from tinyagents.runtime import Runtime
 from tinyagents.steering import (
     CallNext,
     Decision,
+    PayloadPolicy,
     PolicyContext,
     PolicyPipeline,
     SteeringQueue,
@@ -464,3 +470,50 @@ def test_a_payload_kept_whole_is_its_own_summary_and_others_are_copied() -> None
     for _ in range(40):
         deep = [deep]
     assert not summary({"deep": deep})  # deeper than MAX_SUMMARY_DEPTH: a marker
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    value=st.dictionaries(
+        summary_keys | any_text,
+        summary_values | st.sampled_from([Level.HIGH, -(10**3999), 10**20, -1.5e-308]),
+        max_size=4,
+    )
+)
+def test_a_payloads_summary_and_size_bound_come_from_one_walk(value: dict[str, Any]) -> None:
+    payload = _read_only(value)
+    summary, bound = payload_summary(payload)
+    expected = summarize(payload, read_only=True)
+    assert summary == expected and _shape(summary) == _shape(expected)
+    assert (summary is payload) == (expected is payload)
+    if bound is not None:  # kept whole (or empty): never less than the policy would count
+        assert summary is payload or not payload
+        assert bound >= json_bytes(payload)
+    else:
+        assert summary is not payload
+
+
+@pytest.mark.parametrize("over", [0, 1])
+async def test_the_payload_policy_counts_a_payload_its_bound_leaves_in_doubt(over: int) -> None:
+    # {"text":"xxxx…"}: the summary's bound is far above the exact count, which decides
+    payload = {"text": "x" * 40}
+    exact = json_bytes(payload)
+    assert payload_summary(_read_only(payload))[1] > exact
+    policies = [
+        PayloadPolicy(max_text_bytes=exact - over) if p.policy_id == "payload" else p
+        for p in default_policies()
+    ]
+    async with Runtime(testing=True, policies=PolicyPipeline(policies)) as rt:
+        await start_run(rt, "r-1")
+        receipt = await rt.submit(make_command("r-1", payload=payload))
+    assert receipt.accepted is (over == 0)
+
+
+def test_the_payload_policy_takes_a_bound_only_for_the_payload_it_checks() -> None:
+    big = make_command("r-1", payload={"text": "y" * 100})
+    ctx = PolicyContext(target=RunInfo(run_id="r-1"), tree=RunTree())
+    policy = PayloadPolicy(max_text_bytes=64)
+    ctx.payload_bound = (big.payload, 64)  # what the router would know of this payload
+    assert policy.check(big, ctx) is None
+    ctx.payload_bound = (ReadOnlyDict(), 2)  # another payload's: counted
+    assert (policy.check(big, ctx) or "").startswith("payload too large")

@@ -83,12 +83,14 @@ MAX_MASK_DEPTH = 2 * MAX_SUMMARY_DEPTH
 MAX_SUMMARY_ITEMS = 256
 #: The key of the marker that stands for the entries a dict's summary leaves out.
 MORE_KEY = "…"
+#: How many characters of a text (or a key) a summary keeps by default.
+_MAX_CHARS = 200
 
 
 def summarize(
     value: Any,
     *,
-    max_chars: int = 200,
+    max_chars: int = _MAX_CHARS,
     secret_keys: frozenset[str] = DEFAULT_SECRET_KEYS,
     read_only: bool = False,
 ) -> Any:
@@ -106,59 +108,103 @@ def summarize(
         read_only
         and type(value) is ReadOnlyDict
         and value
-        and _kept_whole(value, max_chars, secret_keys)
+        and _kept_whole(value, max_chars, secret_keys) is not None
     ):
         return value
     return _summary(value, max_chars, secret_keys, 1, [MAX_SUMMARY_ITEMS], read_only)
 
 
-def _kept_whole(value: ReadOnlyDict, max_chars: int, secret_keys: frozenset[str]) -> bool:
+def payload_summary(payload: Any) -> tuple[Any, int | None]:
+    """``summarize(payload, read_only=True)``, and where that is ``payload`` itself (a
+    read-only payload kept whole) or the empty summary, at most how many UTF-8 bytes
+    ``payload`` takes as compact JSON (counted as the payload policy counts it, a number by
+    its ``repr``); else None. One walk answers both: every steering command's payload is
+    summarised for its events and sized by the payload policy, and most are kept whole."""
+    if type(payload) is ReadOnlyDict:
+        if not payload:
+            return _EMPTY, 2  # {}
+        bound = _kept_whole(payload, _MAX_CHARS, DEFAULT_SECRET_KEYS)
+        if bound is not None:
+            return payload, bound
+    return _summary(payload, _MAX_CHARS, DEFAULT_SECRET_KEYS, 1, [MAX_SUMMARY_ITEMS], True), None
+
+
+def _kept_whole(value: ReadOnlyDict, max_chars: int, secret_keys: frozenset[str]) -> int | None:
     """Whether ``_summary(value, ..., frozen=True)`` would equal ``value``, type for type at
     every level: only read-only dicts (none empty: an empty one's summary is the shared
     ``_EMPTY``) and lists, text keys no longer than ``max_chars`` and none secret-named,
     text no longer than ``max_chars``, numbers, booleans and None, at most
-    ``MAX_SUMMARY_ITEMS`` items in all, no container deeper than ``MAX_SUMMARY_DEPTH``."""
+    ``MAX_SUMMARY_ITEMS`` items in all, no container deeper than ``MAX_SUMMARY_DEPTH``.
+
+    None if not; if so, at most how many UTF-8 bytes ``value`` takes as compact JSON (a
+    number counted by its ``repr``): six per character (``\\u0000``, the longest escape)
+    and eight per item and for the value itself (quotes, a colon or comma, brackets), a
+    number (``_kept_item``) by its most characters."""
     left = MAX_SUMMARY_ITEMS
+    chars = 0
     # (container, its level): a loop over a stack, not recursion (one payload per command)
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         container, level = stack.pop()
         left -= len(container)
         if left < 0 or level > MAX_SUMMARY_DEPTH:
-            return False
+            return None
         if type(container) is ReadOnlyDict:
             for key, item in container.items():
                 if type(key) is not str or len(key) > max_chars or _is_secret(key, secret_keys):
-                    return False
+                    return None
                 if type(item) is str:  # the usual value
                     if len(item) > max_chars:
-                        return False
-                elif not _kept_item(item, level, stack, max_chars):
-                    return False
+                        return None
+                    chars += len(key) + len(item)
+                else:
+                    more = _kept_item(item, level, stack, max_chars)
+                    if more < 0:
+                        return None
+                    chars += len(key) + more
         else:
             for item in container:
                 if type(item) is str:
                     if len(item) > max_chars:
-                        return False
-                elif not _kept_item(item, level, stack, max_chars):
-                    return False
-    return True
+                        return None
+                    chars += len(item)
+                else:
+                    more = _kept_item(item, level, stack, max_chars)
+                    if more < 0:
+                        return None
+                    chars += more
+    return 6 * chars + 8 * (MAX_SUMMARY_ITEMS - left + 1)
 
 
-def _kept_item(item: Any, level: int, stack: list[tuple[Any, int]], max_chars: int) -> bool:
-    """``_kept_whole`` for an item that is no ``str``: a container goes on ``stack``."""
+def _kept_item(item: Any, level: int, stack: list[tuple[Any, int]], max_chars: int) -> int:
+    """``_kept_whole`` for an item that is no ``str``: -1 if it is not kept, else the
+    characters it adds to the count (a container goes on ``stack``, counted there)."""
     kind = type(item)
     if kind is ReadOnlyDict:
         if not item:
-            return False
+            return -1
         stack.append((item, level + 1))
-        return True
+        return 0
     if kind is ReadOnlyList:
         stack.append((item, level + 1))
-        return True
+        return 0
     if isinstance(item, str):  # a str subclass: kept as it is when short, as by ``_summary``
-        return len(item) <= max_chars
-    return item is None or isinstance(item, (bool, int, float))
+        return len(item) if len(item) <= max_chars else -1
+    if item is None or item is True or item is False:
+        return 5
+    if kind is int:  # at most a digit per three bits, and a sign
+        bits: int = item.bit_length()
+        return bits // 3 + 2
+    if kind is float:
+        return 24  # the longest repr of a float: -2.2250738585072014e-308
+    if isinstance(item, (int, float)):  # a subclass: its repr (what JSON is counted by) unread
+        return _UNCOUNTED
+    return -1
+
+
+#: What ``_kept_item`` counts for a number whose text it does not read: more than any payload
+#: may take, so that the payload policy counts that payload itself.
+_UNCOUNTED = 1 << 40
 
 
 def _summary(

@@ -304,7 +304,17 @@ class PayloadPolicy(CheckPolicy):
             why="the JSON of the smallest payload, {}, is 2 bytes",
         )
 
-    def check(self, cmd: SteeringCommand, ctx: PolicyContext | SenderContext) -> str | None:
+    def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
+        known = ctx.payload_bound
+        if known is not None and known[0] is cmd.payload and known[1] <= self.max_text_bytes:
+            return None  # the router's bound of this payload is within the limit already
+        return self._too_large(cmd)
+
+    def check_sender(self, cmd: SteeringCommand, ctx: SenderContext) -> str | None:
+        """A payload's size needs no run: refused before a thread command is kept waiting."""
+        return self._too_large(cmd)
+
+    def _too_large(self, cmd: SteeringCommand) -> str | None:
         limit = self.max_text_bytes
         if json_bytes(cmd.payload, stop_above=limit) > limit:
             return (
@@ -312,9 +322,6 @@ class PayloadPolicy(CheckPolicy):
                 "reference instead"
             )
         return None
-
-    #: A payload's size needs no run: refused before a thread command is kept waiting.
-    check_sender = check
 
 
 def json_bytes(value: Any, *, stop_above: int | None = None) -> int:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import field
 from typing import Any, Literal, Protocol, Self, SupportsIndex
 
@@ -76,6 +76,10 @@ class PolicyContext(Record):
     checkpoint_known: bool = True
     task_id: str | None = None
     node_id: str | None = None
+    #: (a payload, at most how many bytes its compact JSON takes), when the router knows it
+    #: already (from the payload's summary for the events, ``payload_summary``): the payload
+    #: policy then need not count that payload itself.
+    payload_bound: tuple[Mapping[str, Any], int] | None = None
 
 
 @record(slots=True, kw_only=True, eq=False, repr=False)

@@ -27,7 +27,7 @@ from tinyagents.events.bus import EventBus
 from tinyagents.events.models import (
     SteeringEvent,
 )
-from tinyagents.events.redact import summarize
+from tinyagents.events.redact import payload_summary, summarize
 from tinyagents.protocol.boundary import Boundary
 from tinyagents.protocol.commands import (
     AgentRunTarget,
@@ -136,8 +136,10 @@ class _Tracked(Record):
     #: resolved) is replaced.
     events: _Shared | None = None
     events_cmd: SteeringCommand | None = None
-    #: ``events_cmd``'s payload summary, which all of its events share.
+    #: The payload summary of ``summary_of`` (a command's payload), which all of the
+    #: command's events share: made again when the command (a transform) is replaced.
     summary: dict[str, Any] | None = None
+    summary_of: dict[str, Any] | None = None
     events_info: RunInfo | None = None
     #: Submitted with a capability this router issued for the command's actor.
     trusted: bool = False
@@ -910,6 +912,8 @@ class SteeringRouter:
             ),
             task_id=task_id,
             node_id=node_id,
+            # the payload's one walk: its summary for the events, its size for the policies
+            payload_bound=_summarized(tracked, cmd.payload),
         )
         if cmd.checkpoint_id is not None:
             latest = ctx.latest_checkpoint_id = await handle.driver.latest_checkpoint_id()
@@ -1411,10 +1415,19 @@ def _events_for(tracked: _Tracked, registry: RunRegistry) -> _Shared:
         checkpoint_id,
     )
     tracked.events = events
-    # Read-only: the command's events share it (and a consumer's change would be theirs).
-    tracked.summary = summarize(payload, read_only=True)
+    if tracked.summary_of is not payload:  # not summarised before the policies
+        _summarized(tracked, payload)
     tracked.events_cmd, tracked.events_info = cmd, info
     return events
+
+
+def _summarized(tracked: _Tracked, payload: dict[str, Any]) -> tuple[dict[str, Any], int] | None:
+    """Keep ``payload``'s summary on ``tracked``; return (``payload``, at most how many bytes
+    its compact JSON takes) where that walk tells (``payload_summary``), else None."""
+    # Read-only: the command's events share it (and a consumer's change would be theirs).
+    tracked.summary, bound = payload_summary(payload)
+    tracked.summary_of = payload
+    return None if bound is None else (payload, bound)
 
 
 def _our_rejection(
