@@ -15,7 +15,8 @@ itself when the summary would keep it as it is: it must equal, type for type, th
 copy of the payload gets, whatever the payload holds. ``payload_summary`` makes the same
 summary and, from the same walk, a bound of the payload's JSON size that the payload policy
 takes instead of counting: never below ``json_bytes``, and only a bound (the policy counts
-when it is past the limit).
+when it is past the limit). ``PolicyContext._trusted`` (the router's context for every
+command, every field by position) makes the context the constructor makes.
 
 A chain made only of inline checks (the default pipeline) is run by the router check by check,
 without ``chain.decide``: the same commands through the same policies folded the long way must
@@ -24,6 +25,7 @@ get the same receipts and the same events.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from enum import IntEnum, StrEnum
 from typing import Any
@@ -517,3 +519,41 @@ def test_the_payload_policy_takes_a_bound_only_for_the_payload_it_checks() -> No
     assert policy.check(big, ctx) is None
     ctx.payload_bound = (ReadOnlyDict(), 2)  # another payload's: counted
     assert (policy.check(big, ctx) or "").startswith("payload too large")
+
+
+@given(
+    testing=st.booleans(),
+    grants=st.sets(st.tuples(st.text(max_size=3), st.text(max_size=3)), max_size=2),
+    trusted=st.frozensets(st.text(max_size=3), max_size=2),
+    task_id=st.none() | st.text(max_size=4),
+    node_id=st.none() | st.text(max_size=4),
+    bound=st.none() | st.integers(min_value=2, max_value=10**6),
+)
+def test_the_routers_policy_context_is_the_one_the_constructor_makes(
+    testing: bool,
+    grants: set[tuple[str, str]],
+    trusted: frozenset[str],
+    task_id: str | None,
+    node_id: str | None,
+    bound: int | None,
+) -> None:
+    # ``PolicyContext._trusted`` (every field by position, for every command): every field set,
+    # the checkpoint ones at their defaults, none left to a default it does not know of
+    info, tree = RunInfo(run_id="r-1"), RunTree()
+    payload_bound = None if bound is None else (ReadOnlyDict(), bound)
+    made = PolicyContext._trusted(
+        info, tree, testing, grants, trusted, task_id, node_id, payload_bound
+    )
+    expected = PolicyContext(
+        target=info,
+        tree=tree,
+        testing=testing,
+        grants=grants,
+        trusted_middleware=trusted,
+        task_id=task_id,
+        node_id=node_id,
+        payload_bound=payload_bound,
+    )
+    assert made == expected
+    for f in dataclasses.fields(PolicyContext):  # a field it left unset raises here
+        assert getattr(made, f.name) is getattr(expected, f.name)

@@ -81,6 +81,38 @@ class PolicyContext(Record):
     #: policy then need not count that payload itself.
     payload_bound: tuple[Mapping[str, Any], int] | None = None
 
+    @classmethod
+    def _trusted(
+        cls,
+        target: RunInfo,
+        tree: RunTree,
+        testing: bool,
+        grants: frozenset[tuple[str, str]] | set[tuple[str, str]],
+        trusted_middleware: frozenset[str],
+        task_id: str | None,
+        node_id: str | None,
+        payload_bound: tuple[Mapping[str, Any], int] | None,
+    ) -> PolicyContext:
+        """The context ``cls(...)`` makes from these values (the checkpoint fields at their
+        defaults), every one given by position: what the router builds for every command.
+        Binding ``__init__``'s keywords cost as much again as building it.
+        ``tests/steering/test_hot_path_equivalence.py`` keeps it equal to ``__init__``."""
+        ctx = _new_object(cls)
+        ctx.target = target
+        ctx.tree = tree
+        ctx.testing = testing
+        ctx.grants = grants
+        ctx.trusted_middleware = trusted_middleware
+        ctx.latest_checkpoint_id = None
+        ctx.checkpoint_known = True
+        ctx.task_id = task_id
+        ctx.node_id = node_id
+        ctx.payload_bound = payload_bound
+        return ctx
+
+
+_new_object = object.__new__
+
 
 @record(slots=True, kw_only=True, eq=False, repr=False)
 class SenderContext(Record):

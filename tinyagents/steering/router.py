@@ -74,6 +74,7 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger("tinyagents.steering")
 _steering_event = SteeringEvent._trusted
+_policy_context = PolicyContext._trusted
 
 #: Where a correlation id is unique: (``dedupe_scope(actor)``, correlation id).
 _Key = tuple[str, str]
@@ -902,18 +903,17 @@ class SteeringRouter:
             task_id = node_id = None
         else:
             task_id, node_id = _task_and_node(target)
-        ctx = PolicyContext(
-            target=handle.info,
-            tree=self.registry.tree,
-            testing=self.testing,
-            grants=self.grants,
-            trusted_middleware=(
-                self._trusted_middleware(tracked) if tracked.trusted else self.trusted_middleware
-            ),
-            task_id=task_id,
-            node_id=node_id,
+        # by position (``PolicyContext(...)``'s keywords cost as much again as building it)
+        ctx = _policy_context(
+            handle.info,
+            self.registry.tree,
+            self.testing,
+            self.grants,
+            self._trusted_middleware(tracked) if tracked.trusted else self.trusted_middleware,
+            task_id,
+            node_id,
             # the payload's one walk: its summary for the events, its size for the policies
-            payload_bound=_summarized(tracked, cmd.payload),
+            _summarized(tracked, cmd.payload),
         )
         if cmd.checkpoint_id is not None:
             latest = ctx.latest_checkpoint_id = await handle.driver.latest_checkpoint_id()
