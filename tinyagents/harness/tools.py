@@ -313,7 +313,7 @@ def _check_parameters(name: str, parameters: object) -> None:
             f"{shown_repr(kind)}: a model calls a tool with named arguments"
         )
     try:  # the schema goes to the provider as JSON: a NaN default was invalid JSON on the wire
-        json.dumps(parameters, allow_nan=False)
+        written = json.dumps(parameters, allow_nan=False, ensure_ascii=False)
     except RecursionError:
         raise ConfigurationError(
             f"tool {name!r}: its parameters schema is nested too deep to be written as JSON; "
@@ -326,6 +326,11 @@ def _check_parameters(name: str, parameters: object) -> None:
             "default, or a key or value JSON has no form for; give defaults and choices JSON "
             "can hold"
         ) from exc
+    if not encodes_as_utf8(written):  # sent in every request's tool list, as the description
+        raise ConfigurationError(
+            f"tool {name!r}: its parameters schema holds a lone surrogate (in a description, "
+            "a default, a choice or a name), which no request can carry: give it UTF-8 text"
+        )
 
 
 class FunctionTool(Tool):

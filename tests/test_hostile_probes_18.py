@@ -1,0 +1,91 @@
+"""A hostile or careless user's eighteenth round: tools of odd signatures and schemas, graph
+inputs that are no mapping, odd thread ids, reducers that raise, events of odd payloads.
+
+Each test is a probe that found something (named in its docstring) or holds a decision down.
+Probed and held (no test added): ``Runtime(retain_finished=..., retain_finished_s=...)`` given
+-1, True, 1.5, NaN, a string or 10**400 (typed refusals; an infinite or huge window is taken
+and compares exactly); ``tinyagents inspect`` of "", /, /dev/null, /proc files, ``sqlite:///``
+and ``sqlite:////`` and ``tinyagents validate`` of /dev/null, a directory, a self-referring
+alias, ``1e999`` (each one line and exit code 2 or 1); supervisor YAML with hex, underscored,
+infinite, NaN and past-float numbers, merge keys, ``!!binary``, ``!!set``, ``!!python`` tags,
+a BOM, RTL and NUL texts (each taken as meant or a ``SupervisorSpecError`` with its line);
+tools taking positional-only or keyword-only parameters, no annotations, ``self``, mutable
+defaults (each call gets a fresh copy), a default JSON cannot hold (left out of the schema).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import pytest
+from pydantic import Field
+
+from tinyagents import Agent, tool
+from tinyagents.errors import ConfigurationError
+from tinyagents.harness import Tool, ToolSpec
+from tinyagents.testkit import ScriptedModel, reply, tool_call
+
+# -- a tool schema holding a lone surrogate ----------------------------------------------------
+
+
+def _field_description() -> Any:
+    def pick(color: Annotated[str, Field(description="a \ud800 color")] = "red") -> str:
+        """Pick a color."""
+        return color
+
+    return pick
+
+
+def _default() -> Any:
+    def pick(color: str = "r\udfffed") -> str:
+        """Pick a color."""
+        return color
+
+    return pick
+
+
+@pytest.mark.parametrize("make", [_field_description, _default], ids=["description", "default"])
+def test_a_tool_whose_schema_holds_a_lone_surrogate_is_refused_when_made(make: Any) -> None:
+    """Found: a tool whose parameters schema held a lone surrogate (a field's description or a
+    default from a broken decode) was taken, as its description was before round 10; every
+    request of a run offering it then failed before anything was sent, reported as the
+    server's HTTP 500 and retried ("'utf-8' codec can't encode character '\\ud800'"). Refused
+    when the tool is made, as its description is."""
+    with pytest.raises(ConfigurationError, match=r"tool 'pick': its parameters schema.*surrogate"):
+        tool(make())
+
+
+def test_a_tool_schema_given_as_a_dict_holding_a_lone_surrogate_key_is_refused() -> None:
+    class Measure(Tool):
+        async def call(self, args: dict[str, Any], *, ctx: Any = None) -> Any:
+            return "measured"
+
+    schema = {"type": "object", "properties": {"le\udc80ngth": {"type": "number"}}}
+    with pytest.raises(ConfigurationError, match=r"tool 'measure': its parameters schema.*surr"):
+        Measure(name="measure", parameters=schema)
+
+
+async def test_a_prepare_giving_a_schema_holding_a_lone_surrogate_fails_the_run() -> None:
+    def prepare(ctx: Any, spec: ToolSpec) -> ToolSpec:
+        schema = {"type": "object", "properties": {"x": {"description": "\ud800"}}}
+        return ToolSpec(name=spec.name, description=spec.description, parameters=schema)
+
+    @tool(prepare=prepare)
+    def measure(x: str = "") -> str:
+        """Measure."""
+        return "measured"
+
+    model = ScriptedModel([tool_call("measure"), reply("done")])
+    result = await Agent("a", model, tools=[measure]).run("go")
+    assert result.status.value == "failed"
+    assert "surrogate" in (result.error or "")
+    assert model.requests == []  # nothing unsendable was offered
+
+
+def test_a_tool_schema_holding_text_beyond_ascii_is_still_taken() -> None:
+    def pick(color: Annotated[str, Field(description="une couleur ✓ 🎨")] = "rouge é") -> str:
+        """Pick a color."""
+        return color
+
+    made = tool(pick)
+    assert made.parameters["properties"]["color"]["description"] == "une couleur ✓ 🎨"
