@@ -15,14 +15,16 @@ defaults (each call gets a fresh copy), a default JSON cannot hold (left out of 
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from pydantic import Field
 
 from tinyagents import Agent, tool
-from tinyagents.errors import ConfigurationError
+from tinyagents.errors import ConfigurationError, InvalidUpdateError
+from tinyagents.graph import END, START, StateGraph
 from tinyagents.harness import Tool, ToolSpec
+from tinyagents.store.checkpoint.memory import MemoryCheckpointer
 from tinyagents.testkit import ScriptedModel, reply, tool_call
 
 # -- a tool schema holding a lone surrogate ----------------------------------------------------
@@ -89,3 +91,49 @@ def test_a_tool_schema_holding_text_beyond_ascii_is_still_taken() -> None:
 
     made = tool(pick)
     assert made.parameters["properties"]["color"]["description"] == "une couleur ✓ 🎨"
+
+
+# -- a reducer that raises on a node's write ---------------------------------------------------
+
+
+def _refusing(current: int, write: int) -> int:
+    if write > 1:
+        raise KeyError("no such tally")
+    return current + write
+
+
+class Tally(TypedDict, total=False):
+    tally: Annotated[int, _refusing]
+    note: str
+
+
+def _tally_graph() -> Any:
+    def count(state: Tally) -> dict[str, Any]:
+        return {"tally": 2, "note": "counted"}
+
+    return (
+        StateGraph(Tally)
+        .add_node("count", count)
+        .add_edge(START, "count")
+        .add_edge("count", END)
+        .compile(checkpointer=MemoryCheckpointer())
+    )
+
+
+async def test_the_state_of_a_thread_whose_reducer_refused_a_nodes_write_says_so() -> None:
+    """Found: a reducer that raised on a node's write failed the run (its result is kept, to
+    be applied again by a run that goes on, as LangGraph's); from then on every
+    ``get_state`` of the thread, which shows the step's finished writes applied, raised the
+    reducer's bare ``KeyError``, and so did ``update_state(..., as_node=END)``. Both are an
+    ``InvalidUpdateError`` naming the channel and its reducer; the earlier checkpoint still
+    reads."""
+    graph = _tally_graph()
+    result = await graph.run({"tally": 1}, thread_id="t")
+    assert result.status == "failed"
+    with pytest.raises(InvalidUpdateError, match=r"reducer of 'tally' \(_refusing\).*KeyError"):
+        await graph.get_state("t")
+    with pytest.raises(InvalidUpdateError, match=r"reducer of 'tally' \(_refusing\).*KeyError"):
+        await graph.update_state("t", None, as_node=END)
+    head = (await graph.history("t"))[0]
+    saved = await graph.get_state("t", checkpoint_id=head.checkpoint_id)
+    assert saved.values == {"tally": 1}  # the step's input, as saved: nothing was lost
