@@ -15,16 +15,21 @@ defaults (each call gets a fresh copy), a default JSON cannot hold (left out of 
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
 from pydantic import Field
 
-from tinyagents import Agent, tool
+from tinyagents import Agent, Runtime, tool
 from tinyagents.errors import ConfigurationError, InvalidUpdateError
 from tinyagents.graph import END, START, StateGraph
 from tinyagents.harness import Tool, ToolSpec
+from tinyagents.store import PostgresStore
+from tinyagents.store.checkpoint.base import CheckpointRecord
 from tinyagents.store.checkpoint.memory import MemoryCheckpointer
+from tinyagents.store.checkpoint.sqlite import SqliteCheckpointer
 from tinyagents.testkit import ScriptedModel, reply, tool_call
 
 # -- a tool schema holding a lone surrogate ----------------------------------------------------
@@ -137,3 +142,89 @@ async def test_the_state_of_a_thread_whose_reducer_refused_a_nodes_write_says_so
     head = (await graph.history("t"))[0]
     saved = await graph.get_state("t", checkpoint_id=head.checkpoint_id)
     assert saved.values == {"tally": 1}  # the step's input, as saved: nothing was lost
+
+
+# -- a cancel while a checkpoint is being written ----------------------------------------------
+
+
+class _HeldPut(SqliteCheckpointer):
+    """Holds its ``hold``-th write until ``let_go`` is set."""
+
+    def __init__(self, path: Path, hold: int) -> None:
+        super().__init__(str(path))
+        self.hold, self.puts = hold, 0
+        self.entered, self.let_go = asyncio.Event(), asyncio.Event()
+
+    async def put(self, record: CheckpointRecord) -> None:
+        self.puts += 1
+        if self.puts == self.hold:
+            self.entered.set()
+            await self.let_go.wait()
+        await super().put(record)
+
+
+class Count(TypedDict, total=False):
+    n: int
+
+
+@pytest.mark.parametrize(("hold", "saved", "next_nodes"), [(3, 1, ("b",)), (4, 11, ())])
+async def test_a_cancel_sent_while_a_checkpoint_is_written_keeps_the_write_and_the_thread(
+    tmp_path: Path, hold: int, saved: int, next_nodes: tuple[str, ...]
+) -> None:
+    """Held: a cancel sent while a step's checkpoint (or the last one) is being written
+    settles once (applied), the write lands whole, and the thread goes on from it: a run
+    continued on it finishes with each node run once (n = 1 + 10)."""
+    cp = _HeldPut(tmp_path / "cp.db", hold)
+    graph = (
+        StateGraph(Count)
+        .add_node("a", lambda s: {"n": s.get("n", 0) + 1})
+        .add_node("b", lambda s: {"n": s["n"] + 10})
+        .add_edge(START, "a")
+        .add_edge("a", "b")
+        .add_edge("b", END)
+        .compile(checkpointer=cp)
+    )
+    try:
+        async with Runtime(testing=True) as rt:
+            handle = await rt.start_graph(graph, {"n": 0}, thread_id="t")
+            await asyncio.wait_for(cp.entered.wait(), 5)
+            receipt = await handle.cancel()
+            assert receipt.status == "accepted"
+            cp.let_go.set()
+            result = await asyncio.wait_for(handle.result(), 5)
+            assert result.status == "cancelled"
+            settled = [e.type for e in rt.steering_history(handle.run_id)]
+            assert settled[-1] == "steering.applied"
+            assert settled.count("steering.applied") == 1
+            state = await graph.get_state("t")
+            assert (state.values, state.next) == ({"n": saved}, next_nodes)
+            again = await asyncio.wait_for(graph.run(None, thread_id="t"), 5)
+            assert (again.status, again.state) == ("completed", {"n": 11})
+    finally:
+        await cp.aclose()
+
+
+# -- a PostgreSQL URL holding a lone surrogate -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "part"),
+    [
+        ("postgresql://127.0.0.1:5432/te\udcffst", "database"),
+        ("postgresql://u\udce9@127.0.0.1:5432/test", "user"),
+        ("postgresql://u:p\ud800@127.0.0.1:5432/test", "password"),
+        ("postgresql://127.0.0.1:5432/test?application_name=a\udc80", "option 'application_name'"),
+    ],
+)
+def test_a_postgresql_url_holding_a_lone_surrogate_is_refused_when_made(
+    url: str, part: str
+) -> None:
+    """Found: a PostgreSQL URL holding a lone surrogate (an environment variable of Latin-1
+    bytes reaches Python so) was taken, and opening the store raised asyncpg's bare
+    ``AttributeError: 'Protocol' object has no attribute '_on_error'``. Refused when the store
+    is made, naming the part, as a NUL there is; nothing is connected."""
+    with pytest.raises(ConfigurationError, match=rf"its {part} holds a lone surrogate") as caught:
+        PostgresStore(url)
+    str(caught.value).encode()  # the message itself prints (its URL's surrogate escaped)
+    with pytest.raises(ConfigurationError, match=rf"its {part} holds a lone surrogate"):
+        Runtime(url)

@@ -13,6 +13,7 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlencode, urlsplit, u
 
 from tinyagents._bounds import seconds, whole_number
 from tinyagents.errors import ConfigurationError, StoreError
+from tinyagents.protocol.text import encodes_as_utf8
 from tinyagents.store.urls import redacted
 
 #: SQLSTATE classes and codes a later attempt may not meet: a lost or refused connection
@@ -267,7 +268,7 @@ def _refuse_nul(
 ) -> None:
     """A ``ConfigurationError`` naming the part of a PostgreSQL URL (or the ``schema``) that
     holds a NUL (``%00``): PostgreSQL names hold none, and the server answered with "invalid
-    startup packet layout", read as a store that "could not open"."""
+    startup packet layout", read as a store that "could not open"; or a lone surrogate."""
     named = [
         ("user", unquote(parts.username or "")),
         ("password", unquote(parts.password or "")),
@@ -281,6 +282,13 @@ def _refuse_nul(
             raise ConfigurationError(
                 f"PostgreSQL URL {redacted(dsn)}: its {part} holds a NUL (%00), which no "
                 "PostgreSQL name or setting can hold"
+            )
+        if not encodes_as_utf8(value):  # asyncpg's connect failed on it with a bare error
+            shown = redacted(dsn).encode("utf-8", "backslashreplace").decode()  # printable
+            raise ConfigurationError(
+                f"PostgreSQL URL {shown}: its {part} holds a lone surrogate (bytes "
+                "that were no UTF-8, as an environment variable of Latin-1 bytes reads), "
+                "which no connection can send; give it as UTF-8 text"
             )
 
 
