@@ -16,6 +16,7 @@ defaults (each call gets a fresh copy), a default JSON cannot hold (left out of 
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -23,6 +24,7 @@ import pytest
 from pydantic import Field
 
 from tinyagents import Agent, Runtime, tool
+from tinyagents.cli import inspect_store, read_store
 from tinyagents.errors import ConfigurationError, InvalidUpdateError
 from tinyagents.graph import END, START, StateGraph
 from tinyagents.harness import Tool, ToolSpec
@@ -228,3 +230,30 @@ def test_a_postgresql_url_holding_a_lone_surrogate_is_refused_when_made(
     str(caught.value).encode()  # the message itself prints (its URL's surrogate escaped)
     with pytest.raises(ConfigurationError, match=rf"its {part} holds a lone surrogate"):
         Runtime(url)
+
+
+# -- inspect of events holding a lone surrogate ------------------------------------------------
+
+
+async def test_inspect_reads_the_events_of_a_run_whose_text_held_a_lone_surrogate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found: a run whose model answered with a lone surrogate (a provider's broken decode)
+    is logged with it escaped, as ``\\udcff``; the store's readers take it back
+    (``parse_event``), but ``tinyagents inspect`` read the log with pydantic's JSON parser,
+    which refuses the escape: the run's ``model.response`` and ``run.completed`` events were
+    counted as unreadable and left out (and a failed run's error with them)."""
+    db = tmp_path / "runs.db"
+    async with Runtime(f"sqlite:///{db}") as rt:
+        handle = await rt.start(Agent("a", ScriptedModel(["ok \udcff done"])), "go")
+        assert (await handle.result()).output == "ok \udcff done"
+    _, events, unreadable = read_store(db, everything=True)
+    assert unreadable == 0
+    assert [e.type for e in events if e.type in ("model.response", "run.completed")] == [
+        "model.response",
+        "run.completed",
+    ]
+    assert await inspect_store(str(db), as_json=True) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["unreadable"] == 0
+    assert "run.completed" in [e["type"] for e in record["events"]]

@@ -28,7 +28,7 @@ from tinyagents.console import (
 )
 from tinyagents.demo import open_store_file, run_demo
 from tinyagents.errors import ConfigurationError, StoreError
-from tinyagents.events.models import EVENT_ADAPTER, Event, RunEvent, SteeringEvent
+from tinyagents.events.models import Event, RunEvent, SteeringEvent, parse_event
 from tinyagents.harness.litellm_model import LiteLLMModel, env_name_problem
 from tinyagents.protocol.ids import shown_id, shown_name
 from tinyagents.server.commands import add_commands as add_server_commands
@@ -341,7 +341,9 @@ def read_store(
         events: list[Event] = []
         for (data,) in rows:
             try:
-                event = EVENT_ADAPTER.validate_json(data)
+                # as the store's readers: a lone surrogate's escape (a model's broken text)
+                # reads back, where pydantic's JSON parser refused the whole event
+                event = parse_event(data)
             except ValidationError:
                 unreadable += 1
                 continue
