@@ -23,16 +23,27 @@ from typing import Annotated, Any, TypedDict
 import pytest
 from pydantic import Field
 
-from tinyagents import Agent, Runtime, tool
+from tinyagents import (
+    Agent,
+    PolicyPipeline,
+    Runtime,
+    SteeringActor,
+    SteeringCommand,
+    SteeringKind,
+    SteeringTarget,
+    tool,
+)
 from tinyagents.cli import inspect_store, read_store
 from tinyagents.errors import ConfigurationError, InvalidUpdateError
 from tinyagents.graph import END, START, StateGraph
 from tinyagents.harness import Tool, ToolSpec
+from tinyagents.steering import default_policies
+from tinyagents.steering.policy import Decision
 from tinyagents.store import PostgresStore
 from tinyagents.store.checkpoint.base import CheckpointRecord
 from tinyagents.store.checkpoint.memory import MemoryCheckpointer
 from tinyagents.store.checkpoint.sqlite import SqliteCheckpointer
-from tinyagents.testkit import ScriptedModel, reply, tool_call
+from tinyagents.testkit import EventRecorder, FunctionModel, ScriptedModel, reply, tool_call
 
 # -- a tool schema holding a lone surrogate ----------------------------------------------------
 
@@ -257,3 +268,56 @@ async def test_inspect_reads_the_events_of_a_run_whose_text_held_a_lone_surrogat
     record = json.loads(capsys.readouterr().out)
     assert record["unreadable"] == 0
     assert "run.completed" in [e["type"] for e in record["events"]]
+
+
+# -- a policy's decision that no receipt can carry ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "policy_id", "named"),
+    [
+        ("defer", "waiting \ud800", "mine", "reason holding a lone surrogate"),
+        ("reject", "no \udcff", "mine", "reason holding a lone surrogate"),
+        ("reject", 5, "mine", "reason that is no text (int)"),
+        ("reject", "no", "mi\ud800ne", "policy_id holding a lone surrogate"),
+        ("reject", "no", 7, "policy_id that is no text (int)"),
+    ],
+)
+async def test_a_policy_decision_no_receipt_can_carry_is_refused_saying_so(
+    status: str, reason: Any, policy_id: Any, named: str
+) -> None:
+    """Found: a policy's decision was taken whatever its reason and policy id held: a lone
+    surrogate (an external system's text) made ``receipt.model_dump_json()`` (the API's
+    answer, an inbox's written receipt) a bare ``PydanticSerializationError``, after the
+    command was settled; a number was carried into the receipt and its events with
+    pydantic's serializer warnings. As a policy that raises or returns no ``Decision``, it is
+    now refused: rejected, with a reason naming the policy and what was wrong."""
+
+    async def odd(cmd: SteeringCommand, ctx: Any, call_next: Any) -> Decision:
+        return Decision(status=status, command=cmd, reason=reason, policy_id=policy_id)  # type: ignore[arg-type]
+
+    odd.policy_id = "odd"  # type: ignore[attr-defined]
+    release = asyncio.Event()
+
+    async def think(request: Any) -> Any:
+        await release.wait()
+        return reply("done")
+
+    recorder = EventRecorder()
+    pipeline = PolicyPipeline([odd, *default_policies()])
+    async with Runtime(testing=True, sinks=[recorder], policies=pipeline) as rt:
+        handle = await rt.start(Agent("a", FunctionModel(think)), "go")
+        cmd = SteeringCommand(
+            target=SteeringTarget.agent_run(handle.run_id),
+            actor=SteeringActor.test(),
+            kind=SteeringKind.ADD_INSTRUCTION,
+            payload={"text": "focus"},
+        )
+        receipt = await rt.submit(cmd)
+        release.set()
+        await handle.result()
+    assert receipt.status == "rejected"
+    assert f"policy 'odd' gave a {named}" in (receipt.reason or "")
+    assert receipt.policy_id == "odd"
+    json.loads(receipt.model_dump_json())  # it is written as any receipt is
+    assert recorder.lifecycle(cmd.correlation_id) == ["requested", "rejected"]

@@ -26,6 +26,7 @@ from tinyagents._record import Record, record
 from tinyagents.errors import ArgumentError, ConfigurationError, InvalidCommandError
 from tinyagents.protocol.commands import SteeringCommand
 from tinyagents.protocol.ids import shown_repr
+from tinyagents.protocol.text import encodes_as_utf8
 from tinyagents.runs.info import RunInfo
 from tinyagents.runs.tree import RunTree
 
@@ -509,6 +510,11 @@ def _bind(policy: Policy, nxt: Step) -> Step:
                 "(return await call_next(cmd), or Decision.reject/defer); the command is refused"
             )
             return Decision.reject(cmd, reason, policy.policy_id)
+        if decision is not handed_on:  # its own (what it handed on was checked where made)
+            problem = _unwritable(decision)
+            if problem is not None:
+                reason = f"policy {policy.policy_id!r} gave a {problem}; the command is refused"
+                return Decision.reject(cmd, reason, policy.policy_id)
         if (
             decision.status == "accept"
             and decision.command is not cmd
@@ -530,6 +536,20 @@ def _bind(policy: Policy, nxt: Step) -> Step:
         return decision
 
     return step
+
+
+def _unwritable(decision: Decision) -> str | None:
+    """What in a policy's own decision no receipt or event can carry: a reason or policy id
+    that is no text, or holds a lone surrogate (the receipt's JSON, the API's answer and the
+    inbox's written receipt failed on it, after the command was settled)."""
+    for name, value in (("reason", decision.reason), ("policy_id", decision.policy_id)):
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            return f"{name} that is no text ({type(value).__name__})"
+        if not encodes_as_utf8(value):
+            return f"{name} holding a lone surrogate ({value[:80]!a})"
+    return None
 
 
 def _transformed(passed: SteeringCommand, received: SteeringCommand) -> SteeringCommand:
