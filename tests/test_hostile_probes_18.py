@@ -34,7 +34,7 @@ from tinyagents import (
     tool,
 )
 from tinyagents.cli import inspect_store, read_store
-from tinyagents.errors import ConfigurationError, InvalidUpdateError
+from tinyagents.errors import ConfigurationError, GraphValidationError, InvalidUpdateError
 from tinyagents.graph import END, START, StateGraph
 from tinyagents.harness import Tool, ToolSpec
 from tinyagents.steering import default_policies
@@ -321,3 +321,21 @@ async def test_a_policy_decision_no_receipt_can_carry_is_refused_saying_so(
     assert receipt.policy_id == "odd"
     json.loads(receipt.model_dump_json())  # it is written as any receipt is
     assert recorder.lifecycle(cmd.correlation_id) == ["requested", "rejected"]
+
+
+# -- a node name that shows nothing ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [" ", "   ", "\u00a0", "\u3000", "\u2003"])
+def test_a_node_name_that_shows_nothing_is_refused_as_an_empty_one_is(name: str) -> None:
+    """Found: an empty node name was refused (a steering command, an event and the operator
+    API name a node by it), but one of spaces, a no-break or an ideographic space was taken:
+    a node no console, trace or event shows a name for, whose commands are addressed to a
+    blank. Refused as an agent's name that shows nothing is."""
+    with pytest.raises(GraphValidationError, match=r"node name.*shows nothing"):
+        StateGraph(Count).add_node(name, lambda s: {"n": 1})
+
+
+def test_a_node_name_with_spaces_around_what_it_shows_is_still_taken() -> None:
+    graph = StateGraph(Count).add_node(" a ", lambda s: {"n": 1})
+    assert " a " in graph.nodes

@@ -35,6 +35,7 @@ from tinyagents.graph.types import (
 from tinyagents.graph.validation import validate
 from tinyagents.harness.agent import Agent
 from tinyagents.protocol.ids import MAX_ID_LENGTH, id_problem, shown_id, shown_repr
+from tinyagents.protocol.text import shows_nothing
 from tinyagents.store.cache.base import BaseCache
 from tinyagents.store.checkpoint.base import Checkpointer
 
@@ -265,6 +266,11 @@ class StateGraph:
             raise GraphValidationError(
                 f"node name {shown_id(ascii(name))} {unprintable} (a sub-graph's checkpoints "
                 "are keyed by it)"
+            )
+        if shows_nothing(name):  # " ": a node no console, trace or event shows a name for
+            raise GraphValidationError(
+                f"node name {name!a} shows nothing (only spaces or invisible characters): "
+                "steering commands, events and the operator API name a node by it"
             )
         for sep in NS_SEPARATORS:  # they split a namespace into its "node:task_id" segments
             if sep in name:
