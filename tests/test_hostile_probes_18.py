@@ -1,5 +1,6 @@
-"""A hostile or careless user's eighteenth round: tools of odd signatures and schemas, graph
-inputs that are no mapping, odd thread ids, reducers that raise, events of odd payloads.
+"""A hostile or careless user's eighteenth round: tool schemas, store URLs, policy decisions
+and inspected events holding a lone surrogate, node names that show nothing, a cancel while a
+checkpoint is written.
 
 Each test is a probe that found something (named in its docstring) or holds a decision down.
 Probed and held (no test added): ``Runtime(retain_finished=..., retain_finished_s=...)`` given
@@ -10,7 +11,18 @@ alias, ``1e999`` (each one line and exit code 2 or 1); supervisor YAML with hex,
 infinite, NaN and past-float numbers, merge keys, ``!!binary``, ``!!set``, ``!!python`` tags,
 a BOM, RTL and NUL texts (each taken as meant or a ``SupervisorSpecError`` with its line);
 tools taking positional-only or keyword-only parameters, no annotations, ``self``, mutable
-defaults (each call gets a fresh copy), a default JSON cannot hold (left out of the schema).
+defaults (each call gets a fresh copy), a default JSON cannot hold (left out of the schema);
+graph inputs that are no mapping, unknown or non-text keys, NUL, newline, NFD, RTL, blank and
+over-long thread ids (each an ``InvalidUpdateError`` or ``InvalidIdError``); async, one- and
+three-argument reducers (refused at compile); nodes returning tuples, lists, generators,
+objects, cycles, huge integers, ``Command(goto=5)``, ``Send`` to END (each typed); a reducer
+that refuses a node's write: the run fails with its error and ``get_state`` raises it again, a
+decision held for LangGraph parity by ``test_a_node_that_writes_none_as_its_messages_fails``;
+two runtimes on one SQLite file (a graph thread's second writer is ``ThreadBusy`` across them);
+a thread command deferred past its runtime's close (delivered by the next runtime on the store);
+``forget`` of a graph run resting on its interrupt (refused while it rests); 20 odd tool
+return values, each kept readable in the store; the ``runs`` CLI's odd URLs, tokens, timeouts
+and ids; ``TINYAGENTS_*`` environment values of NaN, ``1e999``, hex and empty text.
 """
 
 from __future__ import annotations
@@ -34,14 +46,13 @@ from tinyagents import (
     tool,
 )
 from tinyagents.cli import inspect_store, read_store
-from tinyagents.errors import ConfigurationError, GraphValidationError, InvalidUpdateError
+from tinyagents.errors import ConfigurationError, GraphValidationError
 from tinyagents.graph import END, START, StateGraph
 from tinyagents.harness import Tool, ToolSpec
 from tinyagents.steering import default_policies
 from tinyagents.steering.policy import Decision
 from tinyagents.store import PostgresStore
 from tinyagents.store.checkpoint.base import CheckpointRecord
-from tinyagents.store.checkpoint.memory import MemoryCheckpointer
 from tinyagents.store.checkpoint.sqlite import SqliteCheckpointer
 from tinyagents.testkit import EventRecorder, FunctionModel, ScriptedModel, reply, tool_call
 
@@ -109,52 +120,6 @@ def test_a_tool_schema_holding_text_beyond_ascii_is_still_taken() -> None:
 
     made = tool(pick)
     assert made.parameters["properties"]["color"]["description"] == "une couleur ✓ 🎨"
-
-
-# -- a reducer that raises on a node's write ---------------------------------------------------
-
-
-def _refusing(current: int, write: int) -> int:
-    if write > 1:
-        raise KeyError("no such tally")
-    return current + write
-
-
-class Tally(TypedDict, total=False):
-    tally: Annotated[int, _refusing]
-    note: str
-
-
-def _tally_graph() -> Any:
-    def count(state: Tally) -> dict[str, Any]:
-        return {"tally": 2, "note": "counted"}
-
-    return (
-        StateGraph(Tally)
-        .add_node("count", count)
-        .add_edge(START, "count")
-        .add_edge("count", END)
-        .compile(checkpointer=MemoryCheckpointer())
-    )
-
-
-async def test_the_state_of_a_thread_whose_reducer_refused_a_nodes_write_says_so() -> None:
-    """Found: a reducer that raised on a node's write failed the run (its result is kept, to
-    be applied again by a run that goes on, as LangGraph's); from then on every
-    ``get_state`` of the thread, which shows the step's finished writes applied, raised the
-    reducer's bare ``KeyError``, and so did ``update_state(..., as_node=END)``. Both are an
-    ``InvalidUpdateError`` naming the channel and its reducer; the earlier checkpoint still
-    reads."""
-    graph = _tally_graph()
-    result = await graph.run({"tally": 1}, thread_id="t")
-    assert result.status == "failed"
-    with pytest.raises(InvalidUpdateError, match=r"reducer of 'tally' \(_refusing\).*KeyError"):
-        await graph.get_state("t")
-    with pytest.raises(InvalidUpdateError, match=r"reducer of 'tally' \(_refusing\).*KeyError"):
-        await graph.update_state("t", None, as_node=END)
-    head = (await graph.history("t"))[0]
-    saved = await graph.get_state("t", checkpoint_id=head.checkpoint_id)
-    assert saved.values == {"tally": 1}  # the step's input, as saved: nothing was lost
 
 
 # -- a cancel while a checkpoint is being written ----------------------------------------------

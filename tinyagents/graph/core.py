@@ -601,44 +601,8 @@ class GraphCore:
         for key, _ in writes:
             if key in copy:
                 copy[key] = detach(copy[key])
-        self.apply_finished(copy, writes)
+        self.apply_writes(copy, writes)
         return copy
-
-    def apply_finished(
-        self, values: dict[str, Any], writes: list[tuple[str, Any]]
-    ) -> dict[str, Any]:
-        """``apply_writes`` of what an unfinished step's finished tasks wrote (``preview``,
-        ``update_state(as_node=END)``). A reducer that refuses them (they failed the run, and
-        are kept for a run that goes on) is an ``InvalidUpdateError`` naming its channel: it
-        was the reducer's bare error out of every later read of the thread."""
-        try:
-            return self.apply_writes(values, writes)
-        except InvalidUpdateError:
-            raise
-        except Exception as exc:
-            key = self._refusing_key(values, writes)
-            refused = (
-                str(self.refused(key, "writes of its step's finished tasks", exc))
-                if key is not None
-                else f"a reducer refused the writes of the step's finished tasks: "
-                f"{type(exc).__name__}: {exc}"
-            )
-            raise InvalidUpdateError(
-                f"{refused}; fix the reducer and run the thread on (the writes are applied "
-                "again), or read its saved checkpoint (history, get_state(checkpoint_id=))"
-            ) from exc
-
-    def _refusing_key(self, values: dict[str, Any], writes: list[tuple[str, Any]]) -> str | None:
-        """The first channel whose writes its reducer refuses alone (each tried on a copy)."""
-        for key in dict.fromkeys(key for key, _ in writes):
-            copy = dict(values)
-            if key in copy:
-                copy[key] = detach(copy[key])
-            try:
-                self.apply_writes(copy, [w for w in writes if w[0] == key])
-            except Exception:
-                return key
-        return None
 
     async def route(
         self,

@@ -710,7 +710,7 @@ async def stage_update(
     done = finished_tasks(graph, head) if as_node == END else []
     finished = [w for t in done for w in t.writes or ()]
     staged = head.staged([*writes, *(key for key, _ in finished)])
-    delta: dict[str, Any] = graph.apply_finished(staged.values, finished) if finished else {}
+    delta: dict[str, Any] = graph.apply_writes(staged.values, finished) if finished else {}
     for key, values in writes.items():
         try:
             # two plain values of one key conflict, as two nodes' writes in one step
