@@ -49,11 +49,9 @@ from tinyagents.cli import inspect_store, read_store
 from tinyagents.errors import ConfigurationError, GraphValidationError
 from tinyagents.graph import END, START, StateGraph
 from tinyagents.harness import Tool, ToolSpec
-from tinyagents.steering import default_policies
-from tinyagents.steering.policy import Decision
+from tinyagents.steering import Decision, default_policies
 from tinyagents.store import PostgresStore
-from tinyagents.store.checkpoint.base import CheckpointRecord
-from tinyagents.store.checkpoint.sqlite import SqliteCheckpointer
+from tinyagents.store.checkpoint import CheckpointRecord, SqliteCheckpointer
 from tinyagents.testkit import EventRecorder, FunctionModel, ScriptedModel, reply, tool_call
 
 # -- a tool schema holding a lone surrogate ----------------------------------------------------
