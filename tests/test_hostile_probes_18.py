@@ -47,9 +47,10 @@ from tinyagents import (
 )
 from tinyagents.cli import inspect_store, read_store
 from tinyagents.errors import ConfigurationError, GraphValidationError
+from tinyagents.events import summarize
 from tinyagents.graph import END, START, StateGraph
 from tinyagents.harness import Tool, ToolSpec
-from tinyagents.steering import Decision, default_policies
+from tinyagents.steering import CheckPolicy, Decision, default_policies
 from tinyagents.store import PostgresStore
 from tinyagents.store.checkpoint import CheckpointRecord, SqliteCheckpointer
 from tinyagents.testkit import EventRecorder, FunctionModel, ScriptedModel, reply, tool_call
@@ -302,3 +303,134 @@ def test_a_node_name_that_shows_nothing_is_refused_as_an_empty_one_is(name: str)
 def test_a_node_name_with_spaces_around_what_it_shows_is_still_taken() -> None:
     graph = StateGraph(Count).add_node(" a ", lambda s: {"n": 1})
     assert " a " in graph.nodes
+
+
+class _SaysOdd(CheckPolicy):
+    """A check whose reason is whatever it was given (an external system's text, say)."""
+
+    policy_id = "says-odd"
+
+    def __init__(self, reason: Any) -> None:
+        self.reason = reason
+
+    def check(self, cmd: SteeringCommand, ctx: Any) -> Any:
+        return self.reason
+
+    def check_sender(self, cmd: SteeringCommand, ctx: Any) -> Any:
+        return self.reason
+
+
+async def _hand_on(cmd: SteeringCommand, ctx: Any, call_next: Any) -> Decision:
+    return await call_next(cmd)
+
+
+_hand_on.policy_id = "hands-on"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("reason", "named"),
+    [
+        ("no \ud800", "reason holding a lone surrogate"),
+        (42, "reason that is no text (int)"),
+        (b"no", "reason that is no text (bytes)"),
+    ],
+)
+@pytest.mark.parametrize("after_a_policy", [False, True], ids=["inline", "after-a-policy"])
+async def test_a_check_policys_reason_no_receipt_can_carry_is_refused_saying_so(
+    reason: Any, named: str, after_a_policy: bool
+) -> None:
+    """Found by review: round 18 checked a policy's own ``Decision``, not the reason a
+    ``CheckPolicy.check`` returns, the usual shape of a user's policy (run inline by the
+    router, or after a full policy by the chain): a lone surrogate in it made the receipt's
+    JSON a bare ``PydanticSerializationError``, a number was carried into the receipt. The
+    command is refused, saying which check gave what."""
+    release = asyncio.Event()
+
+    async def think(request: Any) -> Any:
+        await release.wait()
+        return reply("done")
+
+    first = [_hand_on] if after_a_policy else []
+    recorder = EventRecorder()
+    pipeline = PolicyPipeline([*first, _SaysOdd(reason), *default_policies()])
+    async with Runtime(testing=True, sinks=[recorder], policies=pipeline) as rt:
+        handle = await rt.start(Agent("a", FunctionModel(think)), "go")
+        cmd = SteeringCommand(
+            target=SteeringTarget.agent_run(handle.run_id),
+            actor=SteeringActor.test(),
+            kind=SteeringKind.ADD_INSTRUCTION,
+            payload={"text": "focus"},
+        )
+        receipt = await rt.submit(cmd)
+        release.set()
+        await handle.result()
+    assert receipt.status == "rejected"
+    assert f"policy 'says-odd' gave a {named}" in (receipt.reason or "")
+    assert receipt.policy_id == "says-odd"
+    json.loads(receipt.model_dump_json())
+    assert recorder.lifecycle(cmd.correlation_id) == ["requested", "rejected"]
+
+
+async def test_a_check_senders_reason_no_receipt_can_carry_is_refused_saying_so() -> None:
+    """The same for ``check_sender`` (a thread's command with no run of that thread yet)."""
+    pipeline = PolicyPipeline([_SaysOdd("no \udcff"), *default_policies()])
+    async with Runtime(testing=True, policies=pipeline) as rt:
+        cmd = SteeringCommand(
+            target=SteeringTarget.thread("t-none"),
+            actor=SteeringActor.test(),
+            kind=SteeringKind.ADD_INSTRUCTION,
+            payload={"text": "focus"},
+        )
+        receipt = await rt.submit(cmd)
+    assert receipt.status == "rejected"
+    assert "policy 'says-odd' gave a reason holding a lone surrogate" in (receipt.reason or "")
+    json.loads(receipt.model_dump_json())
+
+
+@pytest.mark.parametrize("name", [" ", "\u200b", "\u3000"])
+def test_an_agent_name_that_shows_nothing_is_told_so_not_blamed_on_its_steering(
+    name: str,
+) -> None:
+    """Found by review: once the actor factories refused a blank name, an agent named with
+    spaces was told its name "cannot be the agent_id of the steering its runs send ...; name
+    it with UTF-8 text" (it is UTF-8 text) before the check that says what is wrong."""
+    with pytest.raises(ConfigurationError) as caught:
+        Agent(name, ScriptedModel(["x"]))
+    assert "shows no visible character" in str(caught.value)
+    assert "agent_id" not in str(caught.value)
+
+
+class _Short(str):
+    """Text that says it is one character long, whatever it holds."""
+
+    def __len__(self) -> int:
+        return 1
+
+
+async def test_text_that_understates_its_length_is_sized_and_summarised_by_what_it_holds() -> None:
+    """Found by review: the payload policy and the events' summary asked a text its length,
+    and a ``str`` subclass that said 1 for 100,000 characters passed the 16 KiB limit (its
+    JSON counted 15 bytes) and was kept whole in every event. Text is measured by what it
+    holds: the command is refused as too large, and a summary cuts it."""
+    release = asyncio.Event()
+
+    async def think(request: Any) -> Any:
+        await release.wait()
+        return reply("done")
+
+    held = _Short("x" * 100_000)
+    summary = summarize({"notes": [held]})
+    assert len(str.__str__(summary["notes"][0])) < 1_000
+    async with Runtime(testing=True) as rt:
+        handle = await rt.start(Agent("a", FunctionModel(think)), "go")
+        cmd = SteeringCommand(
+            target=SteeringTarget.agent_run(handle.run_id),
+            actor=SteeringActor.test(),
+            kind=SteeringKind.PROVIDE_CONTEXT,
+            payload={"value": [held]},
+        )
+        receipt = await rt.submit(cmd)
+        release.set()
+        await handle.result()
+    assert receipt.status == "rejected"
+    assert "payload too large" in (receipt.reason or "")

@@ -184,6 +184,22 @@ async def test_a_subscription_passes_to_another_task_once_its_reader_stopped_wai
     assert (await later).offset == 1  # type: ignore[union-attr]
 
 
+async def test_a_subscription_passes_on_as_soon_as_its_reader_is_cancelled() -> None:
+    """Found by review: the task taking over from a cancelled reader (``t.cancel()``, then
+    read at once, before the cancelled task ran again) was refused, the cancelled reader
+    still counted as waiting; the docs say a cancelled reader no longer holds it."""
+    bus = EventBus()
+    sub = bus.subscribe()
+    waiting = asyncio.create_task(sub.get())
+    await asyncio.sleep(0)
+    waiting.cancel()  # not yet run again: its ``finally`` has not run
+    asyncio.get_running_loop().call_soon(bus.publish, run_event())
+    got = await sub.get()  # this task takes over at once
+    assert got is not None and got.offset == 0
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+
+
 async def test_a_subscription_per_reader_gives_each_every_event() -> None:
     bus = EventBus()
     subs = [bus.subscribe(), bus.subscribe()]

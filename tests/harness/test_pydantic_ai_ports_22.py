@@ -238,12 +238,27 @@ async def test_tool_choice_required_or_list_rejected_in_agent_run(where: str) ->
             Agent("a", model, tools=[ping], model_settings=required)
         elif where == "run":
             await Agent("a", model, tools=[ping]).run("Hello", model_settings=required)
-        else:  # refused when the block starts, as what an override is given is checked
+        else:  # refused at the run, once the run's tools and output are known
             agent = Agent("a", model, tools=[ping])
-            with agent.override(model_settings=required):  # pragma: no cover - refused
+            with agent.override(model_settings=required):
                 await agent.run("Hello")
     assert "no output tool" in str(caught.value)
     assert model.requests == []
+
+
+async def test_an_override_requiring_a_tool_call_is_judged_by_the_runs_it_is_given_to() -> None:
+    # ours (found by review): an override's tool_choice 'required' was refused when its block
+    # started, judged against the agent's own tools and output, though a run in the block may
+    # give an output tool (where 'required' is taken) or an outer block may have taken the
+    # tools away (where it is never sent): it is judged at each run, as a run's own is
+    required = {"tool_choice": "required"}
+    agent = Agent("a", ScriptedModel([tool_call("final_result", response=3)]), tools=[ping])
+    with agent.override(model_settings=required):
+        result = await agent.run("Hello", output_type=ToolOutput(int))
+    assert result.output == 3
+    bare = Agent("b", ScriptedModel(["done"]), tools=[ping])
+    with bare.override(tools=[]), bare.override(model_settings=required):
+        assert (await bare.run("Hello")).output == "done"
 
 
 def test_tool_choice_required_is_refused_however_the_agent_comes_to_it() -> None:

@@ -28,6 +28,7 @@ from tinyagents.steering import (
     PayloadPolicy,
     PolicyContext,
     PolicyPipeline,
+    SenderContext,
     StalenessPolicy,
     default_pipeline,
     default_policies,
@@ -1222,3 +1223,14 @@ async def test_per_request_and_cost_budgets_are_bounded_by_the_parents_too(
         assert over.status is ReceiptStatus.REJECTED and over.policy_id == "budget", payload
     fits = {"max_input_tokens_per_request": 100, "max_cost": 0.3}
     assert (await rt.submit(make_command("child", K.UPDATE_BUDGET, fits))).accepted
+
+
+def test_the_payload_policys_check_takes_a_sender_context_as_it_did() -> None:
+    """Found by review: once ``PolicyContext`` carried the router's payload bound, a
+    ``PayloadPolicy().check`` given a ``SenderContext`` (a policy of one's own calling it
+    before any run is known, as ``check_sender`` is) raised ``AttributeError``: a context
+    without the bound is counted as before."""
+    policy = PayloadPolicy(max_text_bytes=64)
+    assert policy.check(make_command("r-1"), SenderContext()) is None
+    big = make_command("r-1", payload={"text": "x" * 100})
+    assert "payload too large" in (policy.check(big, SenderContext()) or "")

@@ -100,7 +100,13 @@ class Subscription:
 
     async def get(self) -> Event | None:
         """The next event, or ``None`` once the subscription is closed and drained."""
-        if self._waiting is not None and self._waiting is not asyncio.current_task():
+        waiting = self._waiting
+        if (
+            waiting is not None
+            and waiting is not asyncio.current_task()
+            and not waiting.done()
+            and not waiting.cancelling()  # cancelled: it stops waiting when it next runs
+        ):
             raise SubscriptionInUse(
                 "another task is waiting for this subscription's next event: two readers "
                 "would each get some of its events; subscribe once per reader (each "
@@ -110,11 +116,12 @@ class Subscription:
             return self._queue.get_nowait()
         if self.closed:
             return None
-        self._waiting = asyncio.current_task()
+        me = self._waiting = asyncio.current_task()
         try:
             return await self._queue.get()
         finally:
-            self._waiting = None
+            if self._waiting is me:  # not already taken over (this task was cancelled)
+                self._waiting = None
 
     def get_nowait(self) -> Event | None:
         try:

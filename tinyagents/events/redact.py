@@ -189,7 +189,9 @@ def _kept_item(item: Any, level: int, stack: list[tuple[Any, int]], max_chars: i
         stack.append((item, level + 1))
         return 0
     if isinstance(item, str):  # a str subclass: kept as it is when short, as by ``_summary``
-        return len(item) if len(item) <= max_chars else -1
+        # measured by what it holds (its own __len__ may say anything); not counted here,
+        # so the payload policy counts its payload itself
+        return _UNCOUNTED if _str_len(item) <= max_chars else -1
     if item is None or item is True or item is False:
         return 5
     if kind is int:  # at most a digit per three bits, and a sign
@@ -202,7 +204,12 @@ def _kept_item(item: Any, level: int, stack: list[tuple[Any, int]], max_chars: i
     return -1
 
 
-#: What ``_kept_item`` counts for a number whose text it does not read: more than any payload
+#: The characters a text holds and the plain ``str`` of them, whatever a subclass of ``str``
+#: says of itself.
+_str_len = str.__len__
+_plain = str.__str__
+
+#: What ``_kept_item`` counts for a number or text whose size it does not read: more than any payload
 #: may take, so that the payload policy counts that payload itself.
 _UNCOUNTED = 1 << 40
 
@@ -220,6 +227,11 @@ def _summary(
     # Tuples of types, not ``dict | list``: Python 3.11 builds such a union anew each time the
     # isinstance runs (0.8 µs for five types), and this runs for every value of every payload.
     if isinstance(value, str):
+        if type(value) is not str:  # a subclass: measured by what it holds, not its __len__
+            size = _str_len(value)
+            if size <= max_chars:
+                return value
+            value = _plain(value)
         return value if len(value) <= max_chars else f"{value[:max_chars]}… ({len(value)} chars)"
     if level > MAX_SUMMARY_DEPTH and isinstance(value, (dict, list, tuple, set, frozenset)):
         return _too_deep(value, MAX_SUMMARY_DEPTH)

@@ -114,12 +114,12 @@ def check_agent_name(name: object, *, who: str = "") -> str:
         raise ConfigurationError(
             f"{who}an agent's name is printable text: {name!a} is not ({problem})"
         )
-    check_actor_name(name)
     if shows_nothing(name):
         raise ConfigurationError(
             f"{who}an agent's name {name!a} shows no visible character: name it with text "
             "a listing or a log line shows"
         )
+    check_actor_name(name)
     return name
 
 

@@ -460,15 +460,9 @@ class Agent:
         if toolsets is not UNSET:
             given["toolsets"] = toolsets_of(f"agent {self.name!r}", toolsets)
         if model_settings is not UNSET:
-            settings = given["model_settings"] = checked_model_settings(self.name, model_settings)
-            if settings.get("tool_choice") == "required":  # refused now, not at the run
-                tools_then = with_toolsets(
-                    self.name,
-                    given.get("tools", self.function_tools),
-                    given.get("toolsets", self.toolsets),
-                )
-                model_then = given.get("model", self.model)
-                check_tool_choice(self.name, model_then, settings, tools_then, self.output_tools)
+            # a tool_choice of "required" is judged at each run in the block, whose tools and
+            # output (a run may give an output tool) are known only then
+            given["model_settings"] = checked_model_settings(self.name, model_settings)
         if (
             retries is not UNSET
         ):  # each budget on its own: an inner block naming one keeps the other

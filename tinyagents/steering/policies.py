@@ -304,8 +304,9 @@ class PayloadPolicy(CheckPolicy):
             why="the JSON of the smallest payload, {}, is 2 bytes",
         )
 
-    def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
-        known = ctx.payload_bound
+    def check(self, cmd: SteeringCommand, ctx: PolicyContext | SenderContext) -> str | None:
+        # a SenderContext (or a context of one's own) has no bound: the payload is counted
+        known = getattr(ctx, "payload_bound", None)
         if known is not None and known[0] is cmd.payload and known[1] <= self.max_text_bytes:
             return None  # the router's bound of this payload is within the limit already
         return self._too_large(cmd)
@@ -339,6 +340,8 @@ def json_bytes(value: Any, *, stop_above: int | None = None) -> int:
     while stack:
         item = pop()
         if isinstance(item, str):
+            if type(item) is not str:  # a subclass: counted by what it holds, not its methods
+                item = str.__str__(item)
             # printable ASCII (nearly all text) inline: quoted, escaped only at " and \
             if item.isascii() and item.isprintable():
                 size += len(item) + 2
@@ -352,8 +355,10 @@ def json_bytes(value: Any, *, stop_above: int | None = None) -> int:
             for key, inner in item.items():
                 if type(key) is str and key.isascii() and key.isidentifier():
                     size += len(key) + 2  # a plain name: nothing to escape
+                elif isinstance(key, str):
+                    size += _json_str_bytes(str.__str__(key))
                 else:
-                    size += _json_str_bytes(key) if isinstance(key, str) else len(str(key)) + 2
+                    size += len(str(key)) + 2
                 push(inner)
         elif isinstance(item, (list, tuple)):
             size += len(item) + 1 if item else 2

@@ -421,7 +421,7 @@ def first_refusal(
         except BaseException as exc:  # called synchronously: even a CancelledError is its own
             return broken(check.policy_id, cmd, exc), check.policy_id
         if reason is not None:
-            return reason, check.policy_id
+            return _refusal(reason, check.policy_id)
     return None
 
 
@@ -441,7 +441,7 @@ def first_sender_refusal(
         except BaseException as exc:  # as in ``first_refusal``
             return broken(policy.policy_id, cmd, exc), policy.policy_id
         if reason is not None:
-            return reason, policy.policy_id
+            return _refusal(reason, policy.policy_id)
     return None
 
 
@@ -538,11 +538,26 @@ def _bind(policy: Policy, nxt: Step) -> Step:
     return step
 
 
+def _refusal(reason: object, policy_id: str) -> tuple[str, str]:
+    """A check's refusal as (reason, policy id), its reason replaced by what was wrong with
+    it where no receipt or event could carry it (as ``_unwritable`` for a policy's own
+    decision: a reason a ``CheckPolicy`` returned is one too)."""
+    problem = _unwritable_fields(reason, policy_id)
+    if problem is None:
+        return reason, policy_id  # type: ignore[return-value]  # text, checked just now
+    return f"policy {shown_repr(policy_id)} gave a {problem}; the command is refused", policy_id
+
+
 def _unwritable(decision: Decision) -> str | None:
     """What in a policy's own decision no receipt or event can carry: a reason or policy id
     that is no text, or holds a lone surrogate (the receipt's JSON, the API's answer and the
     inbox's written receipt failed on it, after the command was settled)."""
-    for name, value in (("reason", decision.reason), ("policy_id", decision.policy_id)):
+    return _unwritable_fields(decision.reason, decision.policy_id)
+
+
+def _unwritable_fields(reason: object, policy_id: object) -> str | None:
+    """``_unwritable`` of a reason and a policy id."""
+    for name, value in (("reason", reason), ("policy_id", policy_id)):
         if value is None:
             continue
         if not isinstance(value, str):
