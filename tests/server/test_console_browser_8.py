@@ -255,3 +255,108 @@ def test_an_instruction_written_for_one_run_stays_with_it_when_another_is_picked
         wait.until(lambda d: run_id.text == first)
         assert steer.get_attribute("value") == "", "a signed-out session's text is offered"
         assert tools.get_attribute("value") == ""
+
+
+#: ``window.fetch`` with the answer to a ``/steer`` slowed by ``arguments[0]`` ms and its
+#: instruction one the server refuses (it shows nothing: a 422), or, with a token in
+#: ``arguments[1]``, sent with that token (a 401); ``window.__answered`` is set once the page
+#: has had the answer (a moment after it came).
+_SLOW_REFUSED_STEER = """
+window.__realFetch = window.__realFetch || window.fetch;
+const real = window.__realFetch;
+const [ms, token] = arguments;
+window.__answered = false;
+window.fetch = (url, init) => {
+  if (!String(url).endsWith('/steer')) return real(url, init);
+  const sent = token
+    ? { ...init, headers: { ...init.headers, Authorization: `Bearer ${token}` } }
+    : { ...init, body: JSON.stringify({ message: '\\u200b' }) };
+  return new Promise((r) => setTimeout(r, ms))
+    .then(() => real(url, sent))
+    .then(async (response) => {
+      const body = await response.text();
+      setTimeout(() => { window.__answered = true; }, 300);
+      return new Response(body, { status: response.status, headers: response.headers });
+    });
+};
+"""
+
+
+def test_an_instruction_refused_after_signing_out_is_not_kept_for_the_next_session(
+    browser: Any, tmp_path: Path
+) -> None:
+    """Signing out forgets what was written, but an instruction in flight meanwhile came
+    back when the server refused it: kept as its run's draft (answered while signed out, or
+    a 401 that signed the page out), or put back in the field (answered once signed in
+    again), for the next session, perhaps another tenant's, to see when that run is picked;
+    a toast said it too. An answer to the session before is dropped: the field stays empty,
+    nothing says the text."""
+    from selenium.webdriver.common.by import By
+    from test_console_browser import fresh, screenshot_on_failure, serve_demo
+
+    with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
+        wait = waiter(browser)
+        browser.get(url)
+        token = url.split("#token=")[1]
+        row = wait.until(fresh("orchestrator", child=False))
+        first = row.get_attribute("data-run-id")
+        row.click()
+        run_id = browser.find_element(By.ID, "run-id")
+        wait.until(lambda d: run_id.text == first)
+        steer = browser.find_element(By.ID, "steer-input")
+        tools = browser.find_element(By.ID, "tools-input")
+        toast = browser.find_element(By.ID, "toast")
+
+        def answered(d: Any) -> bool:
+            return bool(d.execute_script("return window.__answered"))
+
+        def sign_in() -> None:
+            browser.find_element(By.ID, "token-input").send_keys(token)
+            browser.find_element(By.ID, "token-input").submit()
+            wait.until(lambda d: run_id.text == first)  # the run in the address, picked again
+
+        def steer_then_sign_out(text: str) -> None:
+            steer.send_keys(text)
+            tools.send_keys("search")
+            browser.find_element(By.ID, "steer-btn").click()
+            browser.find_element(By.ID, "sign-out").click()
+            assert steer.get_attribute("value") == ""
+            assert tools.get_attribute("value") == ""
+
+        def forgotten(text: str) -> None:
+            assert steer.get_attribute("value") == "", "a signed-out session's text is offered"
+            assert tools.get_attribute("value") == ""
+            assert text not in (toast.get_attribute("textContent") or ""), "a toast says it"
+            assert _sent_rows(browser) == 0
+
+        # refused while signed out: it was kept as its run's draft
+        browser.execute_script(_SLOW_REFUSED_STEER, 1500, None)
+        steer_then_sign_out("billing evidence only, session one")
+        wait.until(answered)
+        sign_in()
+        forgotten("session one")
+
+        # refused once signed in again and the run picked: it was put back in the field
+        browser.execute_script(_SLOW_REFUSED_STEER, 4000, None)
+        steer_then_sign_out("billing evidence only, session two")
+        sign_in()
+        assert not answered(browser), "signed in again after the answer: not this case"
+        wait.until(answered)
+        forgotten("session two")
+
+        # a 401 (the token refused) signs the page out: the text was kept as the run's draft
+        browser.execute_script(_SLOW_REFUSED_STEER, 0, "not-a-token")
+        steer.send_keys("billing evidence only, session three")
+        browser.find_element(By.ID, "steer-btn").click()
+        wait.until(lambda d: d.find_element(By.ID, "login").is_displayed())
+        wait.until(answered)
+        assert "not accept this token" in browser.find_element(By.ID, "login-error").text
+        sign_in()
+        forgotten("session three")
+
+        # (the same session's refused instruction still comes back to its field)
+        browser.execute_script(_SLOW_REFUSED_STEER, 0, None)
+        steer.send_keys("billing evidence only, session four")
+        browser.find_element(By.ID, "steer-btn").click()
+        wait.until(answered)
+        assert steer.get_attribute("value") == "billing evidence only, session four"

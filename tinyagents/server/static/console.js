@@ -85,6 +85,9 @@
     // run_id -> {field id: text}. Only runs with text written are kept; a run's entry goes
     // when it is selected again (back in its fields) or its fields are emptied.
     drafts: new Map(),
+    // Counts sign-ins and sign-outs (signIn): an answer that comes after it changed belongs
+    // to a session that is over, and nothing of it is shown or kept.
+    session: 0,
   };
 
   // ------------------------------------------------------------------ small DOM helpers
@@ -247,6 +250,7 @@
   function signIn(message) {
     stopFollowing();
     // nothing of the last session stays on the page: the next token may be another tenant's
+    state.session += 1;
     state.runs = new Map();
     state.selected = null;
     state.lastSeen = 0;
@@ -796,6 +800,7 @@
     const run = state.runs.get(runId);
     const rootId = run ? run.root_run_id || run.run_id : runId;
     const entry = { label, runId, rootId, receipt: "sending…", correlationId: null, error: null };
+    entry.session = state.session;
     state.sent.unshift(entry);
     state.sent.length = Math.min(state.sent.length, 50);
     renderSent();
@@ -814,7 +819,8 @@
     } else {
       entry.receipt = "not sent";
       entry.error = problem(result);
-      toast(`${label}: ${entry.error}`);
+      // (signed out meanwhile, by a 401 or a click: the label holds what was written)
+      if (entry.session === state.session) toast(`${label}: ${entry.error}`);
     }
     renderSent();
     setTimeout(poll, 150);
@@ -982,7 +988,9 @@
           // it did not reach the server, or was refused (too large, say): it changed nothing,
           // and the text written is not lost with it (to be shortened, sent again)
           const refused = entry.error || entry.receipt === "rejected";
-          if (!refused) return;
+          // signed out meanwhile (a 401 signs out too): the text went with the session, and
+          // is not handed to the next one (another tenant's, maybe)
+          if (!refused || entry.session !== state.session) return;
           if (state.selected === entry.runId) {
             if (!field.value) field.value = text;
             sizeSteer();
