@@ -110,6 +110,21 @@ async def test_a_snapshot_naming_an_id_no_run_can_have_is_refused_by_every_store
     assert await store.save_runs([legacy]) == []
 
 
+async def test_a_snapshot_of_a_graph_run_without_a_thread_is_saved_by_every_store(
+    store: Store,
+) -> None:
+    """Found (round 10 of the API's probes): a graph run with no checkpointer has no thread,
+    its snapshot's ``thread_id`` ``""``; once ``thread_id`` was checked by the id rule, every
+    store refused it (``thread_id is blank``) and a durable runtime lost the run. ``""`` is
+    "no thread" and saved; a thread id of spaces is still refused."""
+    snap = {**RunInfo(run_id="r", tenant_id="acme").snapshot(), "thread_id": ""}
+    assert await store.save_runs([snap]) == []
+    (loaded,) = await store.load_runs()
+    assert loaded["run_id"] == "r" and not loaded.get("thread_id"), loaded
+    with pytest.raises(ArgumentError, match="thread_id is blank"):
+        await store.save_runs([{**snap, "run_id": "r2", "thread_id": "  "}])
+
+
 # -- 2. ids that show as another id --------------------------------------------------------
 
 #: Characters that reorder the text around them (bidi controls) or show as nothing
