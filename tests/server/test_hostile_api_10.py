@@ -238,3 +238,57 @@ async def test_a_finished_then_forgotten_run_is_read_from_the_store_and_refuses_
     r = await served.client.get(f"{BASE}/runs/{run.run_id}", headers=served.as_("alice"))
     assert r.json()["status"] == "completed", r.text[:300]
     assert served.runtime.open_commands() == []
+
+
+TICKET_BODIES = [
+    (b"[" * 200_000, 400),
+    (b'{"run_id": "r-1", "run_id": "r-2"}', 400),
+    (b'{"run_id": "\\ud800"}', 422),
+    (b'{"run_id": NaN}', 422),
+    (b'{"run_id": ' + b"9" * 5000 + b"}", 400),
+    (b'{"run_id": "r-1", "extra": 1}', 422),
+    (b'{"root_run_id": {"a": ' + b"[" * 3000 + b"]" * 3000 + b"}}", 400),
+]
+
+
+@pytest.mark.parametrize(("body", "status"), TICKET_BODIES, ids=range(len(TICKET_BODIES)))
+async def test_a_ticket_asked_for_with_a_hostile_body_is_a_typed_4xx(
+    served: Served, body: bytes, status: int
+) -> None:
+    """Held: ``POST /events/tickets`` reads its body as the command endpoints do: JSON
+    nested past the reader, a key given twice or an integer of 5,000 digits a 400
+    ``malformed_request``; a lone surrogate, NaN or an unknown field a 422; no ticket."""
+    r = await _post(served, "/events/tickets", body)
+    assert r.status_code == status, (r.status_code, r.text[:300])
+    kind = "malformed_request" if status == 400 else "invalid_request"
+    assert r.json()["type"] == kind and "ticket" not in r.json(), r.text[:300]
+
+
+async def test_another_tenants_correlation_id_on_its_run_is_a_404_not_duplicate(
+    served: Served,
+) -> None:
+    """Held: globex resending acme's command (its correlation id) to acme's run learns
+    nothing: the 404 of a run it cannot see, not ``duplicate``."""
+    mine = await served.start_run("acme", think_s=IDLE_S)
+    body = b'{"kind":"pause","correlation_id":"acme-secret"}'
+    first = await _post(served, f"/runs/{mine.run_id}/commands", body)
+    assert first.json()["status"] == "accepted", first.text
+    r = await _post(served, f"/runs/{mine.run_id}/commands", body, "bob")
+    assert r.status_code == 404 and r.json()["type"] == "not_found", r.text
+    assert "acme-secret" not in r.text and "duplicate" not in r.text, r.text
+
+
+@pytest.mark.parametrize("header", ["Last-Event-ID", "Authorization"])
+async def test_a_header_of_bytes_that_are_not_ascii_is_a_typed_4xx(
+    served: Served, header: str
+) -> None:
+    """Held: a ``Last-Event-ID`` or ``Authorization`` of Latin-1 bytes (``\\xff\\xfe1``)
+    is a 422 naming the header or a 401 saying the scheme, never a 500."""
+    headers = {**served.as_("alice")} if header != "Authorization" else {}
+    r = await served.client.get(
+        f"{BASE}/events?follow=false",
+        headers=[*headers.items(), (header.encode(), b"\xff\xfe1")],
+    )
+    status = 401 if header == "Authorization" else 422
+    assert r.status_code == status, (r.status_code, r.text[:300])
+    assert r.json()["type"] == ("unauthorized" if status == 401 else "invalid_request"), r.text
