@@ -51,6 +51,7 @@ from tinyagents.events import summarize
 from tinyagents.graph import END, START, StateGraph
 from tinyagents.harness import Tool, ToolSpec
 from tinyagents.steering import CheckPolicy, Decision, default_policies
+from tinyagents.steering.policies import json_bytes
 from tinyagents.store import PostgresStore
 from tinyagents.store.checkpoint import CheckpointRecord, SqliteCheckpointer
 from tinyagents.testkit import EventRecorder, FunctionModel, ScriptedModel, reply, tool_call
@@ -434,3 +435,85 @@ async def test_text_that_understates_its_length_is_sized_and_summarised_by_what_
         await handle.result()
     assert receipt.status == "rejected"
     assert "payload too large" in (receipt.reason or "")
+
+
+class _Sly(str):
+    """Text that hides what it holds from every method a check might call on it."""
+
+    def __len__(self) -> int:
+        return 1
+
+    def __str__(self) -> str:
+        return self
+
+    def __repr__(self) -> str:
+        return "'ok'"
+
+    def isascii(self) -> bool:
+        return True
+
+    def encode(self, *args: Any, **kwargs: Any) -> bytes:
+        return b"ok"
+
+
+class _SlyInt(int):
+    def __repr__(self) -> str:
+        return "1"
+
+
+def test_a_summary_key_of_a_str_subclass_is_cut_by_what_it_holds() -> None:
+    """Found by the second review: a dict key of a ``str`` subclass went to the summary by
+    its own ``str``, whole whatever its length."""
+    summary = summarize({_Sly("k" * 100_000): "v"})
+    (key,) = summary
+    assert len(str.__str__(key)) < 1_000
+
+
+def test_numbers_are_sized_by_their_digits_not_their_own_repr() -> None:
+    """Found by the second review: the payload policy sized a number by its own ``repr``, so
+    200 ints of 4,000 digits that each said ``1`` passed the 16 KiB limit."""
+    big = _SlyInt(10**3999)
+    assert json_bytes([big]) == 4_002
+    assert json_bytes([_SlyInt(-5), 2.5]) == len("[-5,2.5]")
+
+
+async def test_a_check_policys_reason_that_hides_a_lone_surrogate_is_refused() -> None:
+    """Found by the second review: a reason of a ``str`` subclass whose ``isascii`` or
+    ``encode`` hid a lone surrogate passed the check, and the receipt's JSON still failed."""
+    release = asyncio.Event()
+
+    async def think(request: Any) -> Any:
+        await release.wait()
+        return reply("done")
+
+    pipeline = PolicyPipeline([_SaysOdd(_Sly("no \ud800")), *default_policies()])
+    async with Runtime(testing=True, policies=pipeline) as rt:
+        handle = await rt.start(Agent("a", FunctionModel(think)), "go")
+        cmd = SteeringCommand(
+            target=SteeringTarget.agent_run(handle.run_id),
+            actor=SteeringActor.test(),
+            kind=SteeringKind.ADD_INSTRUCTION,
+            payload={"text": "focus"},
+        )
+        receipt = await rt.submit(cmd)
+        release.set()
+        await handle.result()
+    assert receipt.status == "rejected"
+    assert "gave a reason holding a lone surrogate" in (receipt.reason or "")
+    json.loads(receipt.model_dump_json())
+
+
+@pytest.mark.parametrize("policy_id", ["p\ud800", _Sly("p\udcff")])
+def test_a_policy_id_holding_a_lone_surrogate_is_refused_when_the_policy_is_added(
+    policy_id: str,
+) -> None:
+    """Found by the second review: a policy id no receipt can carry was taken, and every
+    receipt naming it (its refusals, the refusal saying what was wrong with its reason)
+    failed to be written."""
+
+    async def odd(cmd: SteeringCommand, ctx: Any, call_next: Any) -> Decision:
+        return await call_next(cmd)
+
+    odd.policy_id = policy_id  # type: ignore[attr-defined]
+    with pytest.raises(ConfigurationError, match="policy_id"):
+        PolicyPipeline([odd])

@@ -200,6 +200,38 @@ async def test_a_subscription_passes_on_as_soon_as_its_reader_is_cancelled() -> 
         await waiting
 
 
+async def test_a_reader_that_goes_on_after_its_cancel_still_holds_its_subscription() -> None:
+    """Found by the second review: a reader cancelled while waiting that catches the cancel
+    and waits again (or one that swallowed a cancel earlier, anywhere) stays ``cancelling``
+    for good, and another task was let in beside it: the two split the events. Only a cancel
+    that came while the reader waited lets another task take over, and only until the
+    reader waits again."""
+    bus = EventBus()
+    sub = bus.subscribe()
+    seen: list[int] = []
+
+    async def stubborn() -> None:
+        while len(seen) < 3:
+            try:
+                event = await sub.get()
+            except asyncio.CancelledError:
+                continue  # caught: it goes on reading (and is ``cancelling`` from now on)
+            assert event is not None
+            seen.append(event.offset)
+
+    reader = asyncio.create_task(stubborn())
+    await asyncio.sleep(0)
+    reader.cancel()
+    await asyncio.sleep(0)  # it caught the cancel and waits again
+    with pytest.raises(SubscriptionInUse):
+        async with asyncio.timeout(5):  # (let in, it would wait for the events: a bound)
+            await sub.get()
+    for _ in range(3):
+        bus.publish(run_event())
+    await reader
+    assert seen == [0, 1, 2]
+
+
 async def test_a_subscription_per_reader_gives_each_every_event() -> None:
     bus = EventBus()
     subs = [bus.subscribe(), bus.subscribe()]

@@ -77,8 +77,9 @@ class Subscription:
         self.dropped = 0
         self.errors = 0
         self.closed = False
-        #: the task waiting in ``get`` (at most one: two would split the events)
-        self._waiting: asyncio.Task[Any] | None = None
+        #: the task waiting in ``get`` (at most one: two would split the events), with how
+        #: many cancels it had pending when it began to wait
+        self._waiting: tuple[asyncio.Task[Any], int] | None = None
 
     def offer(self, event: Event) -> None:
         if self.closed:
@@ -100,13 +101,7 @@ class Subscription:
 
     async def get(self) -> Event | None:
         """The next event, or ``None`` once the subscription is closed and drained."""
-        waiting = self._waiting
-        if (
-            waiting is not None
-            and waiting is not asyncio.current_task()
-            and not waiting.done()
-            and not waiting.cancelling()  # cancelled: it stops waiting when it next runs
-        ):
+        if self._waiting is not None and _held_by_another(self._waiting):
             raise SubscriptionInUse(
                 "another task is waiting for this subscription's next event: two readers "
                 "would each get some of its events; subscribe once per reader (each "
@@ -116,11 +111,14 @@ class Subscription:
             return self._queue.get_nowait()
         if self.closed:
             return None
-        me = self._waiting = asyncio.current_task()
+        me = asyncio.current_task()
+        if me is None:  # driven by hand, outside any task: no reader to tell apart
+            return await self._queue.get()
+        waiting = self._waiting = (me, me.cancelling())
         try:
             return await self._queue.get()
         finally:
-            if self._waiting is me:  # not already taken over (this task was cancelled)
+            if self._waiting is waiting:  # not already taken over (this task was cancelled)
                 self._waiting = None
 
     def get_nowait(self) -> Event | None:
@@ -154,6 +152,14 @@ class Subscription:
 
     async def __aexit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _held_by_another(waiting: tuple[asyncio.Task[Any], int]) -> bool:
+    """Whether ``waiting`` (a subscription's reader, with the cancels it had pending when it
+    began to wait) is another task still waiting: one that ended, or was cancelled since it
+    began to wait (it stops waiting when it next runs), holds it no longer."""
+    task, cancels = waiting
+    return task is not asyncio.current_task() and not task.done() and task.cancelling() <= cancels
 
 
 class EventBus:

@@ -242,7 +242,8 @@ def _summary(
                 out[MORE_KEY] = _held(len(value), "entry", "entries")
                 break
             left[0] -= 1
-            key = k if type(k) is str else _key_text(k)
+            # (a str subclass as the text it holds: its own __str__ or __len__ may say anything)
+            key = k if type(k) is str else _plain(k) if isinstance(k, str) else _key_text(k)
             if len(key) > max_chars:  # cut as a value is, its whole read for a secret's name
                 secret = _secret_name(key, secret_keys)
                 key = f"{key[:max_chars]}… ({len(key)} chars)"

@@ -367,7 +367,11 @@ def json_bytes(value: Any, *, stop_above: int | None = None) -> int:
             size += 4
         elif item is False:
             size += 5
-        else:  # numbers (and what construction refuses, counted by its repr)
+        elif isinstance(item, int):  # by its digits (a subclass's own repr may say anything)
+            size += len(int.__repr__(item))
+        elif isinstance(item, float):
+            size += len(float.__repr__(item))
+        else:  # what construction refuses, counted by its repr
             size += len(repr(item))
         if size > limit >= 0:
             break

@@ -206,6 +206,11 @@ def _policy(policy: Policy, index: SupportsIndex) -> Policy:
             f"policy {index} ({name}) has no policy_id (text), by which receipts and events "
             f"name the policy that decided; set one, e.g. {name}.policy_id = {name!r}"
         )
+    if not encodes_as_utf8(_plain(policy_id)):  # no receipt naming it could be written
+        raise ConfigurationError(
+            f"policy {index}'s policy_id {_plain(policy_id)!a} holds a lone surrogate: receipts "
+            "and events name the policy that decided by it; give it UTF-8 text"
+        )
     return policy
 
 
@@ -543,8 +548,8 @@ def _refusal(reason: object, policy_id: str) -> tuple[str, str]:
     it where no receipt or event could carry it (as ``_unwritable`` for a policy's own
     decision: a reason a ``CheckPolicy`` returned is one too)."""
     problem = _unwritable_fields(reason, policy_id)
-    if problem is None:
-        return reason, policy_id  # type: ignore[return-value]  # text, checked just now
+    if problem is None:  # text, checked just now: as the plain text it holds
+        return _plain(reason), policy_id  # type: ignore[arg-type]
     return f"policy {shown_repr(policy_id)} gave a {problem}; the command is refused", policy_id
 
 
@@ -562,9 +567,13 @@ def _unwritable_fields(reason: object, policy_id: object) -> str | None:
             continue
         if not isinstance(value, str):
             return f"{name} that is no text ({type(value).__name__})"
-        if not encodes_as_utf8(value):
-            return f"{name} holding a lone surrogate ({value[:80]!a})"
+        text = _plain(value)  # what it holds (a subclass's own methods may hide it)
+        if not encodes_as_utf8(text):
+            return f"{name} holding a lone surrogate ({text[:80]!a})"
     return None
+
+
+_plain = str.__str__
 
 
 def _transformed(passed: SteeringCommand, received: SteeringCommand) -> SteeringCommand:
