@@ -360,3 +360,68 @@ def test_an_instruction_refused_after_signing_out_is_not_kept_for_the_next_sessi
         browser.find_element(By.ID, "steer-btn").click()
         wait.until(answered)
         assert steer.get_attribute("value") == "billing evidence only, session four"
+
+
+#: ``window.fetch`` with the next poll's ``GET /runs?limit=`` held ``arguments[0]`` ms and
+#: then answered 401 (sent with a token the server does not know, as when the token it was
+#: made with has expired meanwhile); ``window.__held`` is set once that request is made,
+#: ``window.__answered`` once the page has had its answer (a moment after it came).
+_HELD_POLL_REFUSED = """
+window.__realFetch = window.__realFetch || window.fetch;
+const real = window.__realFetch;
+const [ms] = arguments;
+window.__held = false;
+window.__answered = false;
+window.fetch = (url, init) => {
+  if (window.__held || !String(url).includes('/runs?limit=')) return real(url, init);
+  window.__held = true;
+  const sent = { ...init, headers: { ...init.headers, Authorization: 'Bearer not-a-token' } };
+  return new Promise((r) => setTimeout(r, ms))
+    .then(() => real(url, sent))
+    .then(async (response) => {
+      const body = await response.text();
+      setTimeout(() => { window.__answered = true; }, 300);
+      return new Response(body, { status: response.status, headers: response.headers });
+    });
+};
+"""
+
+
+def test_a_401_answering_the_session_before_does_not_sign_out_the_next(
+    browser: Any, tmp_path: Path
+) -> None:
+    """A poll made with one token and refused (401) after the operator signed out and in
+    with another signed the page out again: the answer was taken for the new token's. It
+    belongs to a session that is over and is dropped: the page stays signed in with the new
+    token, its runs listed, no sign-in prompt and no error."""
+    from selenium.webdriver.common.by import By
+    from test_console_browser import screenshot_on_failure, serve_demo, token_cli
+
+    with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
+        wait = waiter(browser)
+        browser.get(url)
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ROWS))
+        other = token_cli(
+            tmp_path, "mint", "--tenant", "default", "--user", "colin",
+            "--rights", "agent:observe,agent:control",
+        )  # fmt: skip
+        login = browser.find_element(By.ID, "login")
+        app = browser.find_element(By.ID, "app")
+
+        browser.execute_script(_HELD_POLL_REFUSED, 4000)
+        wait.until(lambda d: d.execute_script("return window.__held"))
+        browser.find_element(By.ID, "sign-out").click()
+        wait.until(lambda d: login.is_displayed())
+        browser.find_element(By.ID, "token-input").send_keys(other)
+        browser.find_element(By.ID, "token-input").submit()
+        wait.until(lambda d: app.is_displayed())
+        assert not browser.execute_script("return window.__answered"), "answered too soon"
+
+        wait.until(lambda d: d.execute_script("return window.__answered"))
+        assert not login.is_displayed(), "the last session's 401 signed the new one out"
+        assert app.is_displayed()
+        assert browser.find_element(By.ID, "login-error").text == ""
+        # the next poll (the held one kept the page's polls waiting) lists the runs again
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ROWS))
+        assert not login.is_displayed()
+        assert browser.execute_script("return sessionStorage.getItem('tinyagents.token')") == other

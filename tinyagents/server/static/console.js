@@ -176,6 +176,9 @@
   }
 
   async function api(path, { method = "GET", body } = {}) {
+    // the session the request is made in: a 401 that answers it after a sign-out (and
+    // perhaps a sign-in with another token) is that session's, not the one in use now
+    const session = state.session;
     const headers = { Accept: "application/json" };
     if (state.token) headers.Authorization = `Bearer ${state.token}`;
     if (body !== undefined) headers["Content-Type"] = "application/json";
@@ -199,7 +202,7 @@
       data = null;
       text = excerpt(answer); // a proxy's page (its 502), plain text: what it says, shortly
     }
-    if (response.status === 401) {
+    if (response.status === 401 && session === state.session) {
       // the server's reason: expired, signed by another server's key, ...
       const why = data && typeof data.message === "string" ? ` (${iso(data.message)})` : "";
       signIn(`The server did not accept this token${why}. Paste another one.`);
