@@ -42,6 +42,7 @@ from tinyagents import (
     SteeringActor,
     SteeringCommand,
     SteeringKind,
+    SteeringReceipt,
     SteeringTarget,
     tool,
 )
@@ -235,6 +236,32 @@ async def test_inspect_reads_the_events_of_a_run_whose_text_held_a_lone_surrogat
     assert "run.completed" in [e["type"] for e in record["events"]]
 
 
+async def _instruction_through(
+    pipeline: PolicyPipeline,
+) -> tuple[SteeringReceipt, SteeringCommand, EventRecorder]:
+    """An instruction submitted through ``pipeline`` to a live run (waiting on its model
+    until the receipt is in): its receipt, the command and the events recorded."""
+    release = asyncio.Event()
+
+    async def think(request: Any) -> Any:
+        await release.wait()
+        return reply("done")
+
+    recorder = EventRecorder()
+    async with Runtime(testing=True, sinks=[recorder], policies=pipeline) as rt:
+        handle = await rt.start(Agent("a", FunctionModel(think)), "go")
+        cmd = SteeringCommand(
+            target=SteeringTarget.agent_run(handle.run_id),
+            actor=SteeringActor.test(),
+            kind=SteeringKind.ADD_INSTRUCTION,
+            payload={"text": "focus"},
+        )
+        receipt = await rt.submit(cmd)
+        release.set()
+        await handle.result()
+    return receipt, cmd, recorder
+
+
 # -- a policy's decision that no receipt can carry ---------------------------------------------
 
 
@@ -262,25 +289,8 @@ async def test_a_policy_decision_no_receipt_can_carry_is_refused_saying_so(
         return Decision(status=status, command=cmd, reason=reason, policy_id=policy_id)  # type: ignore[arg-type]
 
     odd.policy_id = "odd"  # type: ignore[attr-defined]
-    release = asyncio.Event()
-
-    async def think(request: Any) -> Any:
-        await release.wait()
-        return reply("done")
-
-    recorder = EventRecorder()
     pipeline = PolicyPipeline([odd, *default_policies()])
-    async with Runtime(testing=True, sinks=[recorder], policies=pipeline) as rt:
-        handle = await rt.start(Agent("a", FunctionModel(think)), "go")
-        cmd = SteeringCommand(
-            target=SteeringTarget.agent_run(handle.run_id),
-            actor=SteeringActor.test(),
-            kind=SteeringKind.ADD_INSTRUCTION,
-            payload={"text": "focus"},
-        )
-        receipt = await rt.submit(cmd)
-        release.set()
-        await handle.result()
+    receipt, cmd, recorder = await _instruction_through(pipeline)
     assert receipt.status == "rejected"
     assert f"policy 'odd' gave a {named}" in (receipt.reason or "")
     assert receipt.policy_id == "odd"
@@ -345,26 +355,9 @@ async def test_a_check_policys_reason_no_receipt_can_carry_is_refused_saying_so(
     router, or after a full policy by the chain): a lone surrogate in it made the receipt's
     JSON a bare ``PydanticSerializationError``, a number was carried into the receipt. The
     command is refused, saying which check gave what."""
-    release = asyncio.Event()
-
-    async def think(request: Any) -> Any:
-        await release.wait()
-        return reply("done")
-
     first = [_hand_on] if after_a_policy else []
-    recorder = EventRecorder()
     pipeline = PolicyPipeline([*first, _SaysOdd(reason), *default_policies()])
-    async with Runtime(testing=True, sinks=[recorder], policies=pipeline) as rt:
-        handle = await rt.start(Agent("a", FunctionModel(think)), "go")
-        cmd = SteeringCommand(
-            target=SteeringTarget.agent_run(handle.run_id),
-            actor=SteeringActor.test(),
-            kind=SteeringKind.ADD_INSTRUCTION,
-            payload={"text": "focus"},
-        )
-        receipt = await rt.submit(cmd)
-        release.set()
-        await handle.result()
+    receipt, cmd, recorder = await _instruction_through(pipeline)
     assert receipt.status == "rejected"
     assert f"policy 'says-odd' gave a {named}" in (receipt.reason or "")
     assert receipt.policy_id == "says-odd"
@@ -480,24 +473,8 @@ def test_numbers_are_sized_by_their_digits_not_their_own_repr() -> None:
 async def test_a_check_policys_reason_that_hides_a_lone_surrogate_is_refused() -> None:
     """Found by the second review: a reason of a ``str`` subclass whose ``isascii`` or
     ``encode`` hid a lone surrogate passed the check, and the receipt's JSON still failed."""
-    release = asyncio.Event()
-
-    async def think(request: Any) -> Any:
-        await release.wait()
-        return reply("done")
-
     pipeline = PolicyPipeline([_SaysOdd(_Sly("no \ud800")), *default_policies()])
-    async with Runtime(testing=True, policies=pipeline) as rt:
-        handle = await rt.start(Agent("a", FunctionModel(think)), "go")
-        cmd = SteeringCommand(
-            target=SteeringTarget.agent_run(handle.run_id),
-            actor=SteeringActor.test(),
-            kind=SteeringKind.ADD_INSTRUCTION,
-            payload={"text": "focus"},
-        )
-        receipt = await rt.submit(cmd)
-        release.set()
-        await handle.result()
+    receipt, _, _ = await _instruction_through(pipeline)
     assert receipt.status == "rejected"
     assert "gave a reason holding a lone surrogate" in (receipt.reason or "")
     json.loads(receipt.model_dump_json())

@@ -41,7 +41,14 @@ from tinyagents.graph import (
     TimeoutPolicy,
     interrupt,
 )
-from tinyagents.harness import FunctionToolset, Tool, ToolOutput, tool
+from tinyagents.harness import (
+    FunctionToolset,
+    PrefixedToolset,
+    SteeringRenderer,
+    Tool,
+    ToolOutput,
+    tool,
+)
 from tinyagents.server import OBSERVE_RIGHT, Auth
 from tinyagents.steering import BudgetPolicy
 from tinyagents.store.cache import InMemoryCache
@@ -253,6 +260,36 @@ CASES: dict[str, tuple[Callable[[], object], type[Exception]]] = {
     ),
     "a token's rights": (
         lambda: Auth(Auth.generate_key()).mint(user="u", tenant="t", rights=[HUGE]),  # type: ignore[list-item]
+        ConfigurationError,
+    ),
+    "update_state's ns": (
+        lambda: asyncio.run(
+            _graph().compile(checkpointer=MemoryCheckpointer()).update_state("t-1", {}, ns=HUGE)  # type: ignore[arg-type]
+        ),
+        ArgumentError,
+    ),
+    "a steering renderer's role": (
+        lambda: SteeringRenderer(role=HUGE),  # type: ignore[arg-type]
+        ConfigurationError,
+    ),
+    "an agent's models": (
+        lambda: Agent("a", ScriptedModel(["x"]), models=[HUGE]),  # type: ignore[list-item]
+        ConfigurationError,
+    ),
+    "a toolset's prefix": (
+        lambda: PrefixedToolset(FunctionToolset([]), HUGE),  # type: ignore[arg-type]
+        ConfigurationError,
+    ),
+    "a cache key": (
+        lambda: asyncio.run(InMemoryCache().get([HUGE])),  # type: ignore[list-item]
+        ArgumentError,
+    ),
+    "a cache namespace": (
+        lambda: asyncio.run(InMemoryCache().clear([HUGE])),  # type: ignore[list-item]
+        ArgumentError,
+    ),
+    "a control plane's worker_id": (
+        lambda: asyncio.run(_redis_control(worker_id=HUGE)),
         ConfigurationError,
     ),
     "a bulk update's superstep": (

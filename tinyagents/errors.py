@@ -5,6 +5,7 @@
     │   ├── RuntimeClosed              the runtime is closing or closed: it takes no new work
     │   ├── ModelsWithheld             a child's every model was taken from a run above it by steering
     │   ├── ToolsWithheld              a child was started naming tools taken from a run above it by steering
+    │   ├── SubscriptionInUse          a second task waited on one event subscription (also a RuntimeError)
     │   ├── ArgumentError              a call was given a value it does not take (also a ValueError)
     │   │   ├── KeywordArgumentError    ... a keyword it does not take (also a TypeError)
     │   │   └── InvalidNamespaceError   a graph store namespace is empty, or a label is empty, not text or holds a '.'

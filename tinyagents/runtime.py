@@ -153,7 +153,8 @@ class Runtime:
         ``TINYAGENTS_MAX_CONCURRENT_JUDGES`` or 8); the runs past it wait their turn."""
         if not isinstance(testing, bool):  # "no" or 0 would be taken as their truth
             raise ConfigurationError(
-                f"testing= must be True or False, got {type(testing).__name__} {shown_repr(testing)}"
+                f"testing= must be True or False, got {type(testing).__name__} "
+                f"{shown_repr(testing)}"
             )
         trusted_middleware = _names(trusted_middleware)
         if SUPERVISOR in trusted_middleware:

@@ -1250,7 +1250,7 @@ def _check_settings(
         if (text is not None or name == "prefix") and (
             not isinstance(text, str) or not text.strip()
         ):
-            raise ConfigurationError(f"{name} must be a non-blank string, got {text!r}")
+            raise ConfigurationError(f"{name} must be a non-blank string, got {shown_repr(text)}")
     problem = id_problem(worker_id) if isinstance(worker_id, str) else None
     if problem is not None:  # it travels in every envelope, whose ids obey the id rule
         raise ConfigurationError(f"worker_id {shown_id(worker_id)!r} breaks the id rule: {problem}")

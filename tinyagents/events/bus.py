@@ -247,7 +247,8 @@ class EventBus:
         """A new subscription holding at most ``maxsize`` unread events (at least 1)."""
         if isinstance(maxsize, bool) or not isinstance(maxsize, int):
             raise ConfigurationError(
-                f"subscribe(maxsize={shown_repr(maxsize)}) takes a whole number of events (at least 1)"
+                f"subscribe(maxsize={shown_repr(maxsize)}) takes a whole number of events (at "
+                "least 1)"
             )
         if where is not None and not callable(where):  # taken, it raised at every event
             raise ConfigurationError(

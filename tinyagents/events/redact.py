@@ -18,6 +18,7 @@ from typing import Any
 
 from tinyagents.protocol.commands import INT_BOUND, ReadOnlyDict, ReadOnlyList
 from tinyagents.protocol.ids import int_named
+from tinyagents.protocol.text import plain_text
 
 DEFAULT_SECRET_KEYS = frozenset(
     {
@@ -204,13 +205,11 @@ def _kept_item(item: Any, level: int, stack: list[tuple[Any, int]], max_chars: i
     return -1
 
 
-#: The characters a text holds and the plain ``str`` of them, whatever a subclass of ``str``
-#: says of itself.
+#: How many characters a text holds, whatever a subclass of ``str`` says of itself.
 _str_len = str.__len__
-_plain = str.__str__
 
-#: What ``_kept_item`` counts for a number or text whose size it does not read: more than any payload
-#: may take, so that the payload policy counts that payload itself.
+#: What ``_kept_item`` counts for a number or text whose size it does not read: more than
+#: any payload may take, so that the payload policy counts that payload itself.
 _UNCOUNTED = 1 << 40
 
 
@@ -231,7 +230,7 @@ def _summary(
             size = _str_len(value)
             if size <= max_chars:
                 return value
-            value = _plain(value)
+            value = plain_text(value)
         return value if len(value) <= max_chars else f"{value[:max_chars]}… ({len(value)} chars)"
     if level > MAX_SUMMARY_DEPTH and isinstance(value, (dict, list, tuple, set, frozenset)):
         return _too_deep(value, MAX_SUMMARY_DEPTH)
@@ -243,7 +242,7 @@ def _summary(
                 break
             left[0] -= 1
             # (a str subclass as the text it holds: its own __str__ or __len__ may say anything)
-            key = k if type(k) is str else _plain(k) if isinstance(k, str) else _key_text(k)
+            key = k if type(k) is str else plain_text(k) if isinstance(k, str) else _key_text(k)
             if len(key) > max_chars:  # cut as a value is, its whole read for a secret's name
                 secret = _secret_name(key, secret_keys)
                 key = f"{key[:max_chars]}… ({len(key)} chars)"

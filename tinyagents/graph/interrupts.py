@@ -111,9 +111,8 @@ class ResponseSchema:
             self.json = self.adapter.json_schema()
         except (PydanticUserError, NameError, SyntaxError) as exc:
             raise TypeError(_unreadable(schema, str(exc).splitlines()[0])) from exc
-        except (
-            Exception
-        ) as exc:  # pydantic quoting it: an integer past 4,300 digits, a raising repr
+        # pydantic quoting it (an integer past 4,300 digits, a raising repr): any error
+        except Exception as exc:
             why = f"pydantic cannot read it ({type(exc).__name__})"
             raise TypeError(_unreadable(schema, why)) from exc
 
@@ -131,7 +130,8 @@ class ResponseSchema:
 
 def _unreadable(schema: Any, why: str) -> str:
     return (
-        f"interrupt(response_schema={shown_repr(schema)}): {why}; give a JSON Schema dict, or a type "
+        f"interrupt(response_schema={shown_repr(schema)}): {why}; give a JSON Schema dict, or a "
+        "type "
         "pydantic validates (a BaseModel, a TypedDict, a dataclass, int, list[str], ...)"
     )
 

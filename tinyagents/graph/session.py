@@ -658,7 +658,8 @@ def check_supersteps(
     for index, step in enumerate(supersteps):
         if not isinstance(step, (list, tuple)) or not all(isinstance(u, StateUpdate) for u in step):
             raise InvalidUpdateError(
-                f"bulk_update_state: superstep {index} is not a list of StateUpdate: {shown_repr(step)}"
+                f"bulk_update_state: superstep {index} is not a list of StateUpdate: "
+                f"{shown_repr(step)}"
             )
         if not step:
             raise InvalidUpdateError(f"bulk_update_state: no updates provided in superstep {index}")

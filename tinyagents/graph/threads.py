@@ -362,7 +362,7 @@ async def _update_sub_graph(
     if not isinstance(ns, str):
         raise ArgumentError(
             "update_state(ns=...) takes a namespace (a sub-graph's StateSnapshot.ns, text), "
-            f"got {ns!r}"
+            f"got {shown_repr(ns)}"
         )
     sub = sub_graph_at(graph, ns)
     check_as_node(sub, as_node)  # before anything is read

@@ -84,7 +84,8 @@ class Send(FrozenRecord):
         node = self.node
         if not isinstance(node, str):  # LangGraph builds it, and fails when it is routed
             raise WrongKindError(
-                f"Send() names a node by its name (text), got {type(node).__name__} {shown_repr(node)}"
+                f"Send() names a node by its name (text), got {type(node).__name__} "
+                f"{shown_repr(node)}"
             )
         object.__setattr__(self, "node", node_name(node))
         if type(self.arg) is StateView:
@@ -346,7 +347,8 @@ class TimeoutPolicy(FrozenRecord):
         object.__setattr__(self, "idle_timeout", _seconds(self.idle_timeout, "idle_timeout"))
         if self.refresh_on not in ("auto", "heartbeat"):
             raise ArgumentError(
-                f"TimeoutPolicy.refresh_on must be 'auto' or 'heartbeat', got {shown_repr(self.refresh_on)}"
+                "TimeoutPolicy.refresh_on must be 'auto' or 'heartbeat', got "
+                f"{shown_repr(self.refresh_on)}"
             )
 
     def seconds(self) -> tuple[float | None, float | None]:

@@ -19,7 +19,7 @@ from tinyagents.harness.output import OutputSpec, output_spec_of
 from tinyagents.harness.tools import FunctionTool, Tool, check_retries
 from tinyagents.harness.toolsets import Toolset, combined_tools
 from tinyagents.protocol import SteeringActor
-from tinyagents.protocol.ids import name_problem
+from tinyagents.protocol.ids import name_problem, shown_repr
 from tinyagents.protocol.text import shows_nothing
 
 
@@ -319,7 +319,7 @@ def model_names(models: object) -> tuple[str, ...]:
     for index, name in enumerate(models):
         if not isinstance(name, str) or not name.strip():
             raise ConfigurationError(
-                f"models[{index}] must be a non-blank model name, got {name!r}"
+                f"models[{index}] must be a non-blank model name, got {shown_repr(name)}"
             )
     return tuple(models)
 

@@ -22,6 +22,7 @@ from tinyagents._record import Record, record
 from tinyagents.errors import ConfigurationError
 from tinyagents.harness.model import Message
 from tinyagents.protocol.commands import SteeringActor, SteeringCommand, SteeringKind
+from tinyagents.protocol.ids import shown_repr
 
 _CLOSING = re.compile(r"</\s*steering\s*>", re.IGNORECASE)
 _OPENING = re.compile(r"<\s*steering\b[^>]*>", re.IGNORECASE)
@@ -86,7 +87,7 @@ class SteeringRenderer(Record):
         # its own words.
         if self.role not in ("user", "system"):
             raise ConfigurationError(
-                f"SteeringRenderer: role must be 'user' or 'system', got {self.role!r}"
+                f"SteeringRenderer: role must be 'user' or 'system', got {shown_repr(self.role)}"
             )
         if not isinstance(self.template, str):
             raise ConfigurationError(

@@ -270,7 +270,7 @@ class PrefixedToolset(WrapperToolset):
         super().__init__(wrapped)
         if not isinstance(prefix, str) or not prefix or not is_tool_name(f"{prefix}_x"):
             raise ConfigurationError(
-                f"a toolset's prefix is letters, digits, '_' or '-', got {prefix!r}"
+                f"a toolset's prefix is letters, digits, '_' or '-', got {shown_repr(prefix)}"
             )
         self.prefix = prefix
 
@@ -368,7 +368,8 @@ class RenamedToolset(WrapperToolset):
         odd = [pair for pair in self.name_map.items() if not all(isinstance(n, str) for n in pair)]
         if odd:
             raise ConfigurationError(
-                f"renamed() takes a dict of {{new name: old name}}, text each, got {shown_repr(odd[0][0])}: {shown_repr(odd[0][1])}"
+                f"renamed() takes a dict of {{new name: old name}}, text each, got "
+                f"{shown_repr(odd[0][0])}: {shown_repr(odd[0][1])}"
             )
         names_of: dict[str, list[str]] = {}
         for new, old in self.name_map.items():

@@ -43,3 +43,10 @@ def storable(text: str) -> bool:
     """Whether every store can hold and compare ``text``: no NUL (PostgreSQL's text takes
     none) and no lone surrogate (``encodes_as_utf8``)."""
     return "\x00" not in text and encodes_as_utf8(text)
+
+
+def plain_text(text: str) -> str:
+    """The characters ``text`` holds, as a plain ``str``: a subclass of ``str`` may say
+    anything of itself through its own ``__str__``, ``__len__``, ``isascii`` or ``encode``,
+    and a check that measures or encodes text reads what is there instead."""
+    return str.__str__(text)

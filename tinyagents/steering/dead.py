@@ -253,7 +253,7 @@ def _resumes(logged: StoredCommand, cmd: SteeringCommand, run_id: str) -> bool:
     killed), or one the owner had taken before it died. It settles the run then, under a
     claim of its own, rather than being answered ``duplicate`` while nothing settles it."""
     return (
-        logged.state == "accepted"
+        logged.state == CommandState.ACCEPTED
         and logged.run_id == run_id
         and logged.command.kind is SteeringKind.CANCEL
         and logged.command.target == cmd.target

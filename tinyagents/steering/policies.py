@@ -18,6 +18,7 @@ from tinyagents.protocol.commands import (
     TestActor,
 )
 from tinyagents.protocol.ids import shown_id, shown_repr
+from tinyagents.protocol.text import plain_text
 from tinyagents.runs.limits import BUDGET_FIELDS, past
 from tinyagents.steering.policy import (
     CallNext,
@@ -305,8 +306,8 @@ class PayloadPolicy(CheckPolicy):
         )
 
     def check(self, cmd: SteeringCommand, ctx: PolicyContext | SenderContext) -> str | None:
-        # a SenderContext (or a context of one's own) has no bound: the payload is counted
-        known = getattr(ctx, "payload_bound", None)
+        # a SenderContext has no bound: the payload is counted
+        known = ctx.payload_bound if isinstance(ctx, PolicyContext) else None
         if known is not None and known[0] is cmd.payload and known[1] <= self.max_text_bytes:
             return None  # the router's bound of this payload is within the limit already
         return self._too_large(cmd)
@@ -341,7 +342,7 @@ def json_bytes(value: Any, *, stop_above: int | None = None) -> int:
         item = pop()
         if isinstance(item, str):
             if type(item) is not str:  # a subclass: counted by what it holds, not its methods
-                item = str.__str__(item)
+                item = plain_text(item)
             # printable ASCII (nearly all text) inline: quoted, escaped only at " and \
             if item.isascii() and item.isprintable():
                 size += len(item) + 2
@@ -356,7 +357,7 @@ def json_bytes(value: Any, *, stop_above: int | None = None) -> int:
                 if type(key) is str and key.isascii() and key.isidentifier():
                     size += len(key) + 2  # a plain name: nothing to escape
                 elif isinstance(key, str):
-                    size += _json_str_bytes(str.__str__(key))
+                    size += _json_str_bytes(plain_text(key))
                 else:
                     size += len(str(key)) + 2
                 push(inner)

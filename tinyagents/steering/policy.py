@@ -26,7 +26,7 @@ from tinyagents._record import Record, record
 from tinyagents.errors import ArgumentError, ConfigurationError, InvalidCommandError
 from tinyagents.protocol.commands import SteeringCommand
 from tinyagents.protocol.ids import shown_repr
-from tinyagents.protocol.text import encodes_as_utf8
+from tinyagents.protocol.text import encodes_as_utf8, plain_text
 from tinyagents.runs.info import RunInfo
 from tinyagents.runs.tree import RunTree
 
@@ -206,9 +206,10 @@ def _policy(policy: Policy, index: SupportsIndex) -> Policy:
             f"policy {index} ({name}) has no policy_id (text), by which receipts and events "
             f"name the policy that decided; set one, e.g. {name}.policy_id = {name!r}"
         )
-    if not encodes_as_utf8(_plain(policy_id)):  # no receipt naming it could be written
+    if not encodes_as_utf8(plain_text(policy_id)):  # no receipt naming it could be written
         raise ConfigurationError(
-            f"policy {index}'s policy_id {_plain(policy_id)!a} holds a lone surrogate: receipts "
+            f"policy {index}'s policy_id {plain_text(policy_id)!a} holds a lone surrogate: "
+            "receipts "
             "and events name the policy that decided by it; give it UTF-8 text"
         )
     return policy
@@ -549,7 +550,7 @@ def _refusal(reason: object, policy_id: str) -> tuple[str, str]:
     decision: a reason a ``CheckPolicy`` returned is one too)."""
     problem = _unwritable_fields(reason, policy_id)
     if problem is None:  # text, checked just now: as the plain text it holds
-        return _plain(reason), policy_id  # type: ignore[arg-type]
+        return plain_text(reason), policy_id  # type: ignore[arg-type]
     return f"policy {shown_repr(policy_id)} gave a {problem}; the command is refused", policy_id
 
 
@@ -567,13 +568,10 @@ def _unwritable_fields(reason: object, policy_id: object) -> str | None:
             continue
         if not isinstance(value, str):
             return f"{name} that is no text ({type(value).__name__})"
-        text = _plain(value)  # what it holds (a subclass's own methods may hide it)
+        text = plain_text(value)  # what it holds (a subclass's own methods may hide it)
         if not encodes_as_utf8(text):
             return f"{name} holding a lone surrogate ({text[:80]!a})"
     return None
-
-
-_plain = str.__str__
 
 
 def _transformed(passed: SteeringCommand, received: SteeringCommand) -> SteeringCommand:

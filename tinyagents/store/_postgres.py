@@ -249,7 +249,7 @@ def split_schema(dsn: str, schema: str | None) -> tuple[str, str | None]:
     except ValueError:
         return dsn, schema  # asyncpg says what is wrong with it when it connects
     query = parse_qsl(parts.query, keep_blank_values=True)
-    _refuse_nul(dsn, parts, query, schema)
+    _refuse_unsendable(dsn, parts, query, schema)
     named = [value for key, value in query if key == "schema"]
     if not named:
         return dsn, schema
@@ -263,12 +263,13 @@ def split_schema(dsn: str, schema: str | None) -> tuple[str, str | None]:
     return urlunsplit(parts._replace(query=rest)), schema if schema is not None else in_url
 
 
-def _refuse_nul(
+def _refuse_unsendable(
     dsn: str, parts: SplitResult, query: list[tuple[str, str]], schema: str | None
 ) -> None:
     """A ``ConfigurationError`` naming the part of a PostgreSQL URL (or the ``schema``) that
-    holds a NUL (``%00``): PostgreSQL names hold none, and the server answered with "invalid
-    startup packet layout", read as a store that "could not open"; or a lone surrogate."""
+    cannot be sent: a NUL (``%00``), which PostgreSQL names hold none of (the server answered
+    with "invalid startup packet layout", read as a store that "could not open"), or a lone
+    surrogate, which no encoder takes (asyncpg failed with a bare ``AttributeError``)."""
     named = [
         ("user", unquote(parts.username or "")),
         ("password", unquote(parts.password or "")),

@@ -97,7 +97,8 @@ def check_keys(keys: Sequence[FullKey]) -> None:
             and isinstance(key[1], str)
         ):
             raise ArgumentError(
-                f"a cache key is (namespace, key): a tuple of text and a text, got {key!r}"
+                "a cache key is (namespace, key): a tuple of text and a text, got "
+                f"{shown_repr(key)}"
             )
 
 
@@ -106,7 +107,7 @@ def check_namespaces(namespaces: Sequence[Namespace] | None) -> None:
         return
     for ns in namespaces:
         if not (isinstance(ns, tuple) and all(isinstance(part, str) for part in ns)):
-            raise ArgumentError(f"a cache namespace is a tuple of text, got {ns!r}")
+            raise ArgumentError(f"a cache namespace is a tuple of text, got {shown_repr(ns)}")
 
 
 __all__ = ["BaseCache", "FullKey", "Namespace", "check_ttl", "expired", "expiry"]

@@ -342,7 +342,8 @@ def check_namespace(namespace: Any, *, reserved: bool = False, prefix: bool = Fa
             )
         if not label:
             raise InvalidNamespaceError(
-                f"Namespace labels cannot be empty strings. Got {label!r} in {shown_repr(namespace)}"
+                f"Namespace labels cannot be empty strings. Got {label!r} in "
+                f"{shown_repr(namespace)}"
             )
         if not storable(label):
             raise InvalidNamespaceError(
