@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -51,3 +51,18 @@ def run_python(
 def run_script() -> Callable[..., subprocess.CompletedProcess[str]]:
     """``run_script(path_or_source, cwd, timeout=60)``: see ``run_python``."""
     return run_python
+
+
+@pytest.fixture
+def default_recursion_limit() -> Iterator[None]:
+    """Python's default recursion limit (1000) for the test. The nesting probes are past it,
+    and a whole run may have raised it (a library, an earlier test: pytest-randomly orders
+    them anew each run), under which a value nested thousands deep reads, encodes or parses,
+    so there is nothing to refuse, or it is refused for something else (a 422 for its field,
+    not the 400 for its nesting: seen in CI)."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)

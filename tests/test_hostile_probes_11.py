@@ -9,7 +9,6 @@ Each test is a probe that found something (named in its docstring) or holds a de
 from __future__ import annotations
 
 import asyncio
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -98,19 +97,6 @@ def _nested(depth: int) -> dict[str, Any]:
     for _ in range(depth):
         value = {"a": value}
     return value
-
-
-@pytest.fixture
-def default_recursion_limit() -> Any:
-    """Python's default recursion limit (1000) for the test: 5000 levels are past it. A whole
-    run may have raised it (a library or an earlier test), and under a limit of 20,000 the
-    5000-deep value is JSON that encodes, so there was nothing to refuse."""
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(1000)
-    try:
-        yield
-    finally:
-        sys.setrecursionlimit(limit)
 
 
 async def test_a_value_nested_past_the_recursion_limit_is_refused_and_nothing_is_stored(

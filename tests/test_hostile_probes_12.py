@@ -14,9 +14,8 @@ import json
 import logging
 import math
 import sqlite3
-import sys
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,17 +37,7 @@ from tinyagents.store.longterm import SqliteGraphStore
 from tinyagents.testkit import EPOCH, FakeClock, ScriptedModel
 from tinyagents.testkit.clock import MAX_SECONDS
 
-
-@pytest.fixture(autouse=True)
-def default_recursion_limit() -> Iterator[None]:
-    """Python's default recursion limit (1000) for each test: the nesting probes here are past
-    it, and a whole run may have raised it (a library, an earlier test), under which they read."""
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(1000)
-    try:
-        yield
-    finally:
-        sys.setrecursionlimit(limit)
+pytestmark = pytest.mark.usefixtures("default_recursion_limit")
 
 
 # -- what sits in a deployment's Redis keys ---------------------------------------------------

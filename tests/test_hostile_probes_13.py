@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -34,15 +33,7 @@ HELLO = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 MODES = ["default", "openai", "vllm", "llama.cpp"]
 
 
-@pytest.fixture(autouse=True)
-def default_recursion_limit() -> Iterator[None]:
-    """Python's default recursion limit (1000) for each test: the nesting probe is past it."""
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(1000)
-    try:
-        yield
-    finally:
-        sys.setrecursionlimit(limit)
+pytestmark = pytest.mark.usefixtures("default_recursion_limit")
 
 
 async def post(server: OpenAICompatServer, body: bytes | dict[str, Any]) -> httpx.Response:

@@ -15,9 +15,12 @@ from tinyagents.testkit import ScriptedModel
 
 @pytest.mark.parametrize("name", ["\ud800", "ok\udc80"])
 def test_a_name_no_parent_agent_actor_can_carry_is_refused(name: str) -> None:
-    with pytest.raises(ConfigurationError, match=r"agent name .*UTF-8") as caught:
+    with pytest.raises(
+        ConfigurationError, match=r"agent's name .* U\+D[8C]\d\d, a lone surrogate"
+    ) as caught:
         Agent(name, model=ScriptedModel(["x"]))
     assert "\\ud" in str(caught.value) or "\\udc80" in str(caught.value)  # shown escaped
+    assert "UTF-8" in str(caught.value)
 
 
 @pytest.mark.parametrize("name", ["researcher", "ünïcode 研究", "a b"])

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from serve_process import free_port, serving
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -54,12 +55,6 @@ def need_browser() -> None:
         pytest.skip(message)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def console_url(printed: str, port: int) -> str | None:
     """The console URL with its token, from what ``serve`` printed (None until it has both)."""
     urls = re.findall(r"https?://[^\s'\"]+", printed)
@@ -79,50 +74,18 @@ def serve_demo(tmp_path: Path, *extra: str) -> Iterator[tuple[str, Callable[[], 
     port = free_port()
     env = {**os.environ, "TINYAGENTS_DEMO_THINK_S": THINK_S, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     store = f"sqlite:///{tmp_path / 'serve.db'}"
-    proc = subprocess.Popen(
-        [str(TINYAGENTS), "serve", "--demo", "--port", str(port), "--store", store, *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-    )
-    assert proc.stdout is not None
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")))
-    reader.daemon = True
-    reader.start()
 
-    def printed() -> str:
-        return "".join(lines)
-
-    def url() -> str | None:
+    def url(printed: str) -> str | None:
         if "--insecure-dev" in extra:
-            return f"http://127.0.0.1:{port}/" if f":{port}" in printed() else None
-        return console_url(printed(), port)
+            return f"http://127.0.0.1:{port}/" if f":{port}" in printed else None
+        return console_url(printed, port)
 
-    try:
-        deadline = time.monotonic() + WAIT_S
-        while url() is None or not _listening(port):
-            assert proc.poll() is None, f"serve --demo exited:\n{printed()}"
-            assert time.monotonic() < deadline, f"serve --demo printed no console URL:\n{printed()}"
-            time.sleep(0.2)
-        yield str(url()), printed
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    def ready(printed: str) -> bool:
+        return url(printed) is not None
 
-
-def _listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
+    argv = [str(TINYAGENTS), "serve", "--demo", "--port", str(port), "--store", store, *extra]
+    with serving(argv, port, env=env, cwd=tmp_path, ready=ready) as printed:
+        yield str(url(printed())), printed
 
 
 @pytest.fixture

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,12 +13,12 @@ from typing import Any
 
 import httpx
 import pytest
+from serve_process import free_port, serving
 from services import pg_schema, postgres_dsn, redis_url, unique_prefix
 from test_console_browser import (
     THINK_S,
     TINYAGENTS,
     _api_of,
-    _listening,
     _refund_question_row,
     _sent,
     _terminal,
@@ -29,7 +26,6 @@ from test_console_browser import (
     browser_click,
     console_url,
     exercise_one_child,
-    free_port,
     screenshot_on_failure,
     waiter,
 )
@@ -48,35 +44,21 @@ def serve_scaled_demo(tmp_path: Path) -> Iterator[tuple[str, Any]]:
     store = f"{postgres_dsn()}?schema={pg_schema()}"  # a schema of its own
     env = {**os.environ, "TINYAGENTS_DEMO_THINK_S": THINK_S, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     env.pop("TINYAGENTS_SERVER_KEY", None)
-    proc = subprocess.Popen(
-        [str(TINYAGENTS), "serve", "--demo", "--port", str(port), "--workers", "2",
-         "--redis", redis_url(), "--redis-prefix", prefix, "--store", store,
-         "--key-file", str(tmp_path / "server.key")],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")))
-    reader.daemon = True
-    reader.start()
-
-    def printed() -> str:
-        return "".join(lines)
-
+    argv = [str(TINYAGENTS), "serve", "--demo", "--port", str(port), "--workers", "2",
+            "--redis", redis_url(), "--redis-prefix", prefix, "--store", store,
+            "--key-file", str(tmp_path / "server.key")]  # fmt: skip
     try:
-        deadline = time.monotonic() + 90  # a bound on a hang, not a timing
-        while console_url(printed(), port) is None or not _listening(port):
-            assert proc.poll() is None, f"serve exited:\n{printed()}"
-            assert time.monotonic() < deadline, f"serve printed no console URL:\n{printed()}"
-            time.sleep(0.2)
-        yield str(console_url(printed(), port)), printed
+        with serving(
+            argv,
+            port,
+            env=env,
+            cwd=tmp_path,
+            ready=lambda out: console_url(out, port) is not None,
+            wait_s=90,  # a bound on a hang, not a timing
+            stop_s=30,
+        ) as printed:
+            yield str(console_url(printed(), port)), printed
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
         asyncio.run(drop_own(prefix))
 
 

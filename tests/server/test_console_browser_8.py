@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from serve_process import serving
 from test_console_browser import (
     TINYAGENTS,
-    WAIT_S,
-    _listening,
     _save_finished_runs,
     _sent,
     browser,
@@ -39,28 +36,10 @@ def serve_store(tmp_path: Path) -> Iterator[str]:
     """``tinyagents serve --insecure-dev`` (no demo: nothing runs) over ``serve.db``: its URL."""
     port = free_port()
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    proc = subprocess.Popen(
-        [str(TINYAGENTS), "serve", "--insecure-dev", "--port", str(port),
-         "--store", f"sqlite:///{tmp_path / 'serve.db'}"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-        cwd=tmp_path,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + WAIT_S
-        while not _listening(port):
-            assert proc.poll() is None, "serve exited"
-            assert time.monotonic() < deadline, "serve never listened"
-            time.sleep(0.2)
+    argv = [str(TINYAGENTS), "serve", "--insecure-dev", "--port", str(port),
+            "--store", f"sqlite:///{tmp_path / 'serve.db'}"]  # fmt: skip
+    with serving(argv, port, env=env, cwd=tmp_path):
         yield f"http://127.0.0.1:{port}/"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def test_finished_trees_hidden_with_more_pages_to_read_are_n_or_more(
@@ -257,29 +236,41 @@ def test_an_instruction_written_for_one_run_stays_with_it_when_another_is_picked
         assert tools.get_attribute("value") == ""
 
 
-#: ``window.fetch`` with the answer to a ``/steer`` slowed by ``arguments[0]`` ms and its
-#: instruction one the server refuses (it shows nothing: a 422), or, with a token in
-#: ``arguments[1]``, sent with that token (a 401); ``window.__answered`` is set once the page
-#: has had the answer (a moment after it came).
-_SLOW_REFUSED_STEER = """
+def _held_fetch(passes: str, sent: str) -> str:
+    """The source of a ``window.fetch`` that passes on at once a request for which the JS
+    condition ``passes`` holds (of ``url``) and holds any other ``arguments[0]`` ms, then sends
+    it as ``sent`` (a JS expression of ``init`` and ``token``, ``arguments[1]``).
+    ``window.__held`` is set once a request is held, ``window.__answered`` once the page has
+    had its answer (a moment after it came)."""
+    return f"""
 window.__realFetch = window.__realFetch || window.fetch;
 const real = window.__realFetch;
 const [ms, token] = arguments;
+window.__held = false;
 window.__answered = false;
-window.fetch = (url, init) => {
-  if (!String(url).endsWith('/steer')) return real(url, init);
-  const sent = token
-    ? { ...init, headers: { ...init.headers, Authorization: `Bearer ${token}` } }
-    : { ...init, body: JSON.stringify({ message: '\\u200b' }) };
+window.fetch = (url, init) => {{
+  if ({passes}) return real(url, init);
+  window.__held = true;
+  const sent = {sent};
   return new Promise((r) => setTimeout(r, ms))
     .then(() => real(url, sent))
-    .then(async (response) => {
+    .then(async (response) => {{
       const body = await response.text();
-      setTimeout(() => { window.__answered = true; }, 300);
-      return new Response(body, { status: response.status, headers: response.headers });
-    });
-};
+      setTimeout(() => {{ window.__answered = true; }}, 300);
+      return new Response(body, {{ status: response.status, headers: response.headers }});
+    }});
+}};
 """
+
+
+#: ``window.fetch`` with the answer to a ``/steer`` slowed by ``arguments[0]`` ms and its
+#: instruction one the server refuses (it shows nothing: a 422), or, with a token in
+#: ``arguments[1]``, sent with that token (a 401).
+_SLOW_REFUSED_STEER = _held_fetch(
+    "!String(url).endsWith('/steer')",
+    "token ? { ...init, headers: { ...init.headers, Authorization: `Bearer ${token}` } }"
+    " : { ...init, body: JSON.stringify({ message: '\\u200b' }) }",
+)
 
 
 def test_an_instruction_refused_after_signing_out_is_not_kept_for_the_next_session(
@@ -364,27 +355,11 @@ def test_an_instruction_refused_after_signing_out_is_not_kept_for_the_next_sessi
 
 #: ``window.fetch`` with the next poll's ``GET /runs?limit=`` held ``arguments[0]`` ms and
 #: then answered 401 (sent with a token the server does not know, as when the token it was
-#: made with has expired meanwhile); ``window.__held`` is set once that request is made,
-#: ``window.__answered`` once the page has had its answer (a moment after it came).
-_HELD_POLL_REFUSED = """
-window.__realFetch = window.__realFetch || window.fetch;
-const real = window.__realFetch;
-const [ms] = arguments;
-window.__held = false;
-window.__answered = false;
-window.fetch = (url, init) => {
-  if (window.__held || !String(url).includes('/runs?limit=')) return real(url, init);
-  window.__held = true;
-  const sent = { ...init, headers: { ...init.headers, Authorization: 'Bearer not-a-token' } };
-  return new Promise((r) => setTimeout(r, ms))
-    .then(() => real(url, sent))
-    .then(async (response) => {
-      const body = await response.text();
-      setTimeout(() => { window.__answered = true; }, 300);
-      return new Response(body, { status: response.status, headers: response.headers });
-    });
-};
-"""
+#: made with has expired meanwhile).
+_HELD_POLL_REFUSED = _held_fetch(
+    "window.__held || !String(url).includes('/runs?limit=')",
+    "{ ...init, headers: { ...init.headers, Authorization: 'Bearer not-a-token' } }",
+)
 
 
 def test_a_401_answering_the_session_before_does_not_sign_out_the_next(

@@ -6,8 +6,6 @@ percent-encoded path ids, and a forgotten run (found: one without a thread was l
 from __future__ import annotations
 
 import asyncio
-import sys
-from collections.abc import Iterator
 from typing import TypedDict
 
 import httpx
@@ -251,20 +249,6 @@ TICKET_BODIES = [
     (b'{"run_id": "r-1", "extra": 1}', 422),
     (b'{"root_run_id": {"a": ' + b"[" * 3000 + b"]" * 3000 + b"}}", 400),
 ]
-
-
-@pytest.fixture
-def default_recursion_limit() -> Iterator[None]:
-    """Python's default recursion limit (1000), past which the JSON reader stops: a whole
-    run may have raised it (a library, an earlier test), under which a body nested 3,000
-    deep reads, and is then refused for its field (a 422, seen in CI) rather than its
-    nesting (a 400)."""
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(1000)
-    try:
-        yield
-    finally:
-        sys.setrecursionlimit(limit)
 
 
 @pytest.mark.usefixtures("default_recursion_limit")

@@ -5,23 +5,11 @@ that decodes to JSON nested past the parser. (The library's probes of this round
 from __future__ import annotations
 
 import base64
-import sys
-from collections.abc import Iterator
 
 import pytest
 from operator_server import BASE, Served
 
-
-@pytest.fixture(autouse=True)
-def default_recursion_limit() -> Iterator[None]:
-    """Python's default recursion limit (1000): a whole run may have raised it, under which
-    the cursors here read."""
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(1000)
-    try:
-        yield
-    finally:
-        sys.setrecursionlimit(limit)
+pytestmark = pytest.mark.usefixtures("default_recursion_limit")
 
 
 @pytest.mark.parametrize("depth", [1_200, 1_500])

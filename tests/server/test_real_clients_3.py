@@ -19,7 +19,8 @@ from typing import Any, TypedDict
 
 from operator_server import BASE, Served, eventually
 from pydantic import BaseModel
-from test_console_browser import TINYAGENTS, _listening, free_port, serve_demo
+from serve_process import free_port, serving
+from test_console_browser import TINYAGENTS, serve_demo
 from test_real_clients import needs_curl
 from test_serve import ENV
 
@@ -106,25 +107,10 @@ def second_server(tmp_path: Path) -> Iterator[str]:
     It owns none of the demo's runs: it lists them from the store and sends their commands
     through the store's inbox."""
     port = free_port()
-    proc = subprocess.Popen(
-        [str(TINYAGENTS), "serve", "--port", str(port), "--store",
-         f"sqlite:///{tmp_path / 'serve.db'}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV, cwd=tmp_path,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while not _listening(port):
-            assert proc.poll() is None, "the second serve exited"
-            assert time.monotonic() < deadline, "the second serve did not listen"
-            time.sleep(0.2)
+    argv = [str(TINYAGENTS), "serve", "--port", str(port),
+            "--store", f"sqlite:///{tmp_path / 'serve.db'}"]  # fmt: skip
+    with serving(argv, port, env=ENV, cwd=tmp_path):
         yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def curl_json(*args: str) -> Any:

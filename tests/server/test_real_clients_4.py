@@ -9,16 +9,15 @@ import json
 import shlex
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from serve_process import free_port, serving
 from services import drop_pg_schemas, pg_schema, postgres_dsn, redis_url
-from test_console_browser import TINYAGENTS, _listening, free_port, serve_demo
+from test_console_browser import TINYAGENTS, serve_demo
 from test_real_clients import needs_curl
 from test_real_clients_3 import _until, curl_json
 from test_serve import ENV
@@ -47,29 +46,14 @@ async def drop_own(prefix: str) -> None:
 def serve(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[str]:
     """``tinyagents serve ARGS`` on a free port: what it printed once it listens."""
     port = free_port()
-    proc = subprocess.Popen(
-        [str(TINYAGENTS), "serve", "--port", str(port), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env or ENV, cwd=tmp_path,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")))
-    reader.daemon = True
-    reader.start()
-    try:
-        deadline = time.monotonic() + 60  # a bound on a hang, not a timing
-        while "Ctrl+C" not in "".join(lines) or not _listening(port):
-            assert proc.poll() is None, "serve exited:\n" + "".join(lines)
-            assert time.monotonic() < deadline, "serve did not listen:\n" + "".join(lines)
-            time.sleep(0.2)
-        yield "".join(lines)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    argv = [str(TINYAGENTS), "serve", "--port", str(port), *args]
+    with serving(argv, port, env=env or ENV, cwd=tmp_path, ready=_says_ctrl_c) as printed:
+        yield printed()
+
+
+def _says_ctrl_c(printed: str) -> bool:
+    """The banner is whole: its last line says how to stop the server."""
+    return "Ctrl+C" in printed
 
 
 def _mint_as_printed(printed: str, tmp_path: Path, env: dict[str, str]) -> str:

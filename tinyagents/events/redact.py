@@ -18,7 +18,7 @@ from typing import Any
 
 from tinyagents.protocol.commands import INT_BOUND, ReadOnlyDict, ReadOnlyList
 from tinyagents.protocol.ids import int_named
-from tinyagents.protocol.text import plain_text
+from tinyagents.protocol.text import plain_text, text_len
 
 DEFAULT_SECRET_KEYS = frozenset(
     {
@@ -192,7 +192,7 @@ def _kept_item(item: Any, level: int, stack: list[tuple[Any, int]], max_chars: i
     if isinstance(item, str):  # a str subclass: kept as it is when short, as by ``_summary``
         # measured by what it holds (its own __len__ may say anything); not counted here,
         # so the payload policy counts its payload itself
-        return _UNCOUNTED if _str_len(item) <= max_chars else -1
+        return _UNCOUNTED if text_len(item) <= max_chars else -1
     if item is None or item is True or item is False:
         return 5
     if kind is int:  # at most a digit per three bits, and a sign
@@ -204,9 +204,6 @@ def _kept_item(item: Any, level: int, stack: list[tuple[Any, int]], max_chars: i
         return _UNCOUNTED
     return -1
 
-
-#: How many characters a text holds, whatever a subclass of ``str`` says of itself.
-_str_len = str.__len__
 
 #: What ``_kept_item`` counts for a number or text whose size it does not read: more than
 #: any payload may take, so that the payload policy counts that payload itself.
@@ -227,7 +224,7 @@ def _summary(
     # isinstance runs (0.8 µs for five types), and this runs for every value of every payload.
     if isinstance(value, str):
         if type(value) is not str:  # a subclass: measured by what it holds, not its __len__
-            size = _str_len(value)
+            size = text_len(value)
             if size <= max_chars:
                 return value
             value = plain_text(value)

@@ -20,7 +20,7 @@ from tinyagents.harness.tools import FunctionTool, Tool, check_retries
 from tinyagents.harness.toolsets import Toolset, combined_tools
 from tinyagents.protocol import SteeringActor
 from tinyagents.protocol.ids import name_problem, shown_repr
-from tinyagents.protocol.text import encodes_as_utf8, shows_nothing
+from tinyagents.protocol.text import shows_nothing
 
 
 def checked_instructions(name: str, instructions: object) -> tuple[str, list[RunFunction]]:
@@ -114,7 +114,7 @@ def check_agent_name(name: object, *, who: str = "") -> str:
         raise ConfigurationError(
             f"{who}an agent's name is printable text: {name!a} is not ({problem})"
         )
-    if shows_nothing(name) and encodes_as_utf8(name):  # (a lone surrogate: said below)
+    if shows_nothing(name):
         raise ConfigurationError(
             f"{who}an agent's name {name!a} shows no visible character: name it with text "
             "a listing or a log line shows"

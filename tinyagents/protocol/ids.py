@@ -71,6 +71,10 @@ _SPOOFING = re.compile(rf"[{SPOOFING}]")
 _NOT_IN_A_NAME = re.compile(
     r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
 )
+#: A lone surrogate (a ``str`` holds a character past U+FFFF whole, so any surrogate in one is
+#: alone): text that is no UTF-8, as a file name or an environment variable decoded with
+#: ``surrogateescape`` may hold.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 #: What an id problem says (the pattern would say only that it did not match).
 CONTROL_PROBLEM = (
     "holds a control character (U+0000-U+001F or U+007F-U+009F, NUL among them) or a line "
@@ -117,14 +121,20 @@ def id_problem(value: str, *, stored: bool = False) -> str | None:
 
 def name_problem(name: str) -> str | None:
     """What keeps ``name`` (an agent's, shown in listings, logs and the steering header) from
-    being shown as it is, or None: a character of ``_NOT_IN_A_NAME``, named by code point."""
-    if (found := _NOT_IN_A_NAME.search(name)) is None:
-        return None
-    return (
-        f"it holds U+{ord(found.group()):04X}, a control character, line break or bidi "
-        "control, which a log line, a terminal or a web page shows as no text (or breaks, "
-        "or reorders)"
-    )
+    being shown as it is, or None: a character of ``_NOT_IN_A_NAME`` or a lone surrogate,
+    named by code point."""
+    if (found := _NOT_IN_A_NAME.search(name)) is not None:
+        return (
+            f"it holds U+{ord(found.group()):04X}, a control character, line break or bidi "
+            "control, which a log line, a terminal or a web page shows as no text (or breaks, "
+            "or reorders)"
+        )
+    if (found := _SURROGATE.search(name)) is not None:
+        return (
+            f"it holds U+{ord(found.group()):04X}, a lone surrogate, which is no UTF-8 text: "
+            "no log line, store or steering header can carry it"
+        )
+    return None
 
 
 def shown_name(text: str) -> str:

@@ -50,3 +50,8 @@ def plain_text(text: str) -> str:
     anything of itself through its own ``__str__``, ``__len__``, ``isascii`` or ``encode``,
     and a check that measures or encodes text reads what is there instead."""
     return str.__str__(text)
+
+
+#: How many characters a text holds, whatever a subclass of ``str`` says of itself through its
+#: own ``__len__`` (``len(plain_text(text))`` without the copy).
+text_len = str.__len__
