@@ -126,6 +126,15 @@
     return /^[\x20-\x7e]*$/.test(text) ? text : `\u2068${text.replace(ISOLATES, "")}\u2069`;
   }
 
+  // ``text`` in at most ``most`` letters: when longer, its first ``most - 1`` and "…". Cut
+  // between letters: one past U+FFFF is two UTF-16 units (an emoji), and a cut between them
+  // showed half a letter.
+  function clip(text, most) {
+    if (text.length <= most) return text;
+    const letters = Array.from(text);
+    return letters.length > most ? `${letters.slice(0, most - 1).join("")}\u2026` : text;
+  }
+
   function short(id) {
     return id ? iso(id) : "";
   }
@@ -986,7 +995,7 @@
       const field = $("steer-input");
       field.value = "";
       sizeSteer();
-      send(`steer: “${iso(text.trim().slice(0, 60))}”`, state.selected, `${runPath(state.selected)}/steer`, { message: text })
+      send(`steer: “${iso(clip(text.trim(), 60))}”`, state.selected, `${runPath(state.selected)}/steer`, { message: text })
         .then((entry) => {
           // it did not reach the server, or was refused (too large, say): it changed nothing,
           // and the text written is not lost with it (to be shortened, sent again)
@@ -1283,7 +1292,7 @@
       put(e.action);
     }
     const text = parts.join(" · ");
-    return text.length > 300 ? `${text.slice(0, 299)}…` : text;
+    return clip(text, 300);
   }
 
   function addToTimeline(event, id) {
