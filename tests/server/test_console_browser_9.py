@@ -1,6 +1,6 @@
 """The console in headless Chromium, round nine: long instructions of letters past U+FFFF
 (emoji), whose shortened forms on the page (the sent command's label, the timeline's line)
-were cut inside a letter."""
+were cut inside a letter, and the timeline under a burst of instructions."""
 
 from __future__ import annotations
 
@@ -90,3 +90,61 @@ def test_long_instructions_of_emoji_are_shortened_between_letters_not_inside_one
             labels = browser.execute_script(LABELS)
             assert sum(label.startswith("steer") for label in labels) == 2, labels
             assert browser.execute_script(HALVES) == []
+
+
+#: the timeline's event ids, newest first as the page shows them
+TIMELINE_IDS = """
+return Array.from(document.querySelectorAll('[data-testid="timeline-event"]'))
+  .map((e) => Number(e.dataset.eventId));
+"""
+
+
+def test_the_timeline_under_a_burst_of_instructions_keeps_its_newest_events_each_once(
+    browser: Any, tmp_path: Path
+) -> None:
+    """Eight scripts send a paused run 400 instructions at once while the console follows
+    the demo: the timeline keeps at most its 500 newest events, each once, newest first, and
+    the last instruction sent is among them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import requests
+    from selenium.webdriver.common.by import By
+
+    with serve_demo(tmp_path, "--insecure-dev") as (url, printed):
+        with screenshot_on_failure(browser, tmp_path, printed):
+            wait = waiter(browser)
+            browser.get(url)
+            for _ in range(3):
+                row = wait.until(fresh("research", child=True))
+                run_id = row.get_attribute("data-run-id")
+                row.click()
+                wait.until(lambda d, r=run_id: d.find_element(By.ID, "run-id").text == r)
+                browser_click(browser, "pause-btn")
+                assert wait.until(lambda d: _sent(d, "pause"))["receipt"] == "accepted"
+                status = browser.find_element(By.ID, "run-status")
+                wait.until(lambda d, s=status: s.text in ("paused", "completed", "failed"))
+                if status.text == "paused":
+                    break
+            else:
+                pytest.fail("three research children in a row ended before they were paused")
+            steer = f"{url.rstrip('/')}/api/agents/runs/{run_id}/steer"
+
+            def send(i: int) -> str:
+                r = requests.post(
+                    steer, json={"message": f"burst {i}", "correlation_id": f"b-{i}"}, timeout=60
+                )
+                return str(r.json()["status"])
+
+            with ThreadPoolExecutor(8) as pool:
+                assert set(pool.map(send, range(399))) == {"accepted"}
+            assert send(399) == "accepted"  # the last one, after all the others
+            wait.until(
+                lambda d: d.find_elements(
+                    By.CSS_SELECTOR,
+                    '[data-testid="timeline-event"][data-type="steering.accepted"]'
+                    '[data-correlation-id="b-399"]',
+                )
+            )
+            ids = browser.execute_script(TIMELINE_IDS)
+            assert len(ids) == 500, len(ids)  # (the burst alone is 800 events)
+            assert ids == sorted(set(ids), reverse=True), ids
