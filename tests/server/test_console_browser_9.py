@@ -1,6 +1,7 @@
 """The console in headless Chromium, round nine: long instructions of letters past U+FFFF
 (emoji), whose shortened forms on the page (the sent command's label, the timeline's line)
-were cut inside a letter, and the timeline under a burst of instructions."""
+were cut inside a letter, the timeline under a burst of instructions, and an instruction sent
+as another operator's cancel settles the run."""
 
 from __future__ import annotations
 
@@ -148,3 +149,64 @@ def test_the_timeline_under_a_burst_of_instructions_keeps_its_newest_events_each
             ids = browser.execute_script(TIMELINE_IDS)
             assert len(ids) == 500, len(ids)  # (the burst alone is 800 events)
             assert ids == sorted(set(ids), reverse=True), ids
+
+
+def test_an_instruction_sent_as_another_operator_cancels_the_run_is_shown_failed(
+    browser: Any, tmp_path: Path
+) -> None:
+    """Two operators on one paused run: one cancels it from a script, and the console's
+    instruction is sent in the same moment (before the page has heard of the cancel). The
+    page does not leave it as ``accepted``: its row ends with the command's real outcome
+    (failed or superseded: the run finished before it was delivered), the run shows
+    cancelled, and the instruction's controls are off."""
+    import requests
+    from selenium.webdriver.common.by import By
+    from test_console_browser import _terminal
+
+    with serve_demo(tmp_path, "--insecure-dev") as (url, printed):
+        with screenshot_on_failure(browser, tmp_path, printed):
+            wait = waiter(browser)
+            browser.get(url)
+            for _ in range(3):
+                row = wait.until(fresh("research", child=True))
+                run_id = row.get_attribute("data-run-id")
+                row.click()
+                wait.until(lambda d, r=run_id: d.find_element(By.ID, "run-id").text == r)
+                browser_click(browser, "pause-btn")
+                assert wait.until(lambda d: _sent(d, "pause"))["receipt"] == "accepted"
+                status = browser.find_element(By.ID, "run-status")
+                wait.until(lambda d, s=status: s.text in ("paused", "completed", "failed"))
+                if status.text == "paused":
+                    break
+            else:
+                pytest.fail("three research children in a row ended before they were paused")
+            field = browser.find_element(By.ID, "steer-input")
+            browser.execute_script("arguments[0].value = arguments[1]", field, "wrap it up")
+            field.send_keys("!")
+            r = requests.post(
+                f"{url.rstrip('/')}/api/agents/runs/{run_id}/abort",
+                json={"delivery": "immediate", "reason": "a colleague's cancel"},
+                timeout=60,
+            )
+            assert r.json()["status"] == "accepted", r.text
+            # (the click lands before the page hears of the cancel: submitted at once)
+            browser.execute_script("document.getElementById('steer-form').requestSubmit()")
+            steer = wait.until(lambda d: _sent(d, "steer"))
+            assert steer["receipt"] in ("accepted", "rejected"), steer
+            wait.until(lambda d: d.find_element(By.ID, "run-status").text == "cancelled")
+            cid = steer["correlation_id"]
+            if steer["receipt"] == "accepted":
+                assert wait.until(lambda d: _terminal(d, cid)) in (
+                    "steering.failed",
+                    "steering.superseded",
+                )
+            outcome = browser.find_element(
+                By.CSS_SELECTOR,
+                f'[data-testid="sent-command"][data-correlation-id="{cid}"] '
+                '[data-testid="outcome"]',
+            )
+            wait.until(
+                lambda d: outcome.text.startswith(("failed", "superseded", "rejected")),
+            )
+            for control in ("pause-btn", "resume-btn", "cancel-btn", "steer-btn"):
+                assert not browser.find_element(By.ID, control).is_enabled(), control
