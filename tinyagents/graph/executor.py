@@ -267,6 +267,9 @@ class GraphRun:
         #: asyncio tasks of the running step, by task id (so one can be cancelled alone)
         self.running: dict[str, asyncio.Task[None]] = {}
         self._step_tasks: StepTasks | None = None  # the running step's (``run_tasks``)
+        #: cache entries the running step's tasks stored (``_call_cached``): no hit for a
+        #: peer of that step, which LangGraph looks up before any of them runs
+        self._cached_by_step: set[tuple[Any, str]] = set()
         #: tasks whose asyncio task was left behind, its cancellation unfinished: what it
         #: does if it ever ends changes nothing (``_attempt``); kept until it ends
         self._left_behind: set[Task] = set()
@@ -717,6 +720,8 @@ class GraphRun:
         step = self._step_tasks = StepTasks(
             own_cancel_grace=self.task_hooks is None, on_left=self._left_behind.add
         )
+        if self._cached_by_step:
+            self._cached_by_step = set()
         timeout = self.step_timeout
         try:
             for task in runnable:
@@ -972,12 +977,17 @@ class GraphRun:
 
     async def _call_cached(self, task: Task, cached: CachedNode) -> bool:
         """Give ``task`` the writes its node's cache holds for its input (True), or run the
-        node and cache what it returned (False); a node that fails or pauses is not cached."""
+        node and cache what it returned (False); a node that fails or pauses is not cached.
+        An entry a peer of the same step stored is no hit, as in LangGraph, which looks the
+        step's tasks up before any runs: two ``Send``s of one argument both run, whether or
+        not the first had finished when the second began."""
         key = cached.key_of(self, task)
-        if await cached.reuse(self.graph, task, key):
+        stored = (cached.ns, key)
+        if stored not in self._cached_by_step and await cached.reuse(self.graph, task, key):
             return True
         await call_node(self, task)
         await cached.keep(self.graph, task, key)
+        self._cached_by_step.add(stored)
         return False
 
     def _put_write(self, write: Any) -> asyncio.Future[None]:
