@@ -20,11 +20,15 @@ command, every field by position) makes the context the constructor makes.
 
 A chain made only of inline checks (the default pipeline) is run by the router check by check,
 without ``chain.decide``: the same commands through the same policies folded the long way must
-get the same receipts and the same events.
+get the same receipts and the same events. It accepts a command with nothing to await
+(``_accept_now``: no store, a live run whose queue takes it) without ``_accept``'s coroutine:
+any sequence of commands to live, child, strict and finished runs must get the same receipts
+and the same events, field for field, either way.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from enum import IntEnum, StrEnum
@@ -34,11 +38,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
-from steerkit import OPERATOR, apply_ready, make_command, start_run
+from steerkit import OPERATOR, apply_ready, finish_run, make_command, start_run
 
 from tinyagents.errors import InvalidCommandError
 from tinyagents.events import MemorySink, summarize
-from tinyagents.events.redact import payload_summary
+from tinyagents.events.redact import (
+    payload_summary,
+)
 from tinyagents.protocol import (
     PAYLOAD_MODELS,
     SteeringActor,
@@ -63,11 +69,12 @@ from tinyagents.steering import (
     PayloadPolicy,
     PolicyContext,
     PolicyPipeline,
+    RedirectConflict,
     SteeringQueue,
     default_policies,
 )
 from tinyagents.steering.policies import json_bytes
-from tinyagents.testkit import SequentialIds, use_ids
+from tinyagents.testkit import FakeClock, SequentialIds, use_clock, use_ids
 
 
 class Colour(StrEnum):
@@ -557,3 +564,80 @@ def test_the_routers_policy_context_is_the_one_the_constructor_makes(
     assert made == expected
     for f in dataclasses.fields(PolicyContext):  # a field it left unset raises here
         assert getattr(made, f.name) is getattr(expected, f.name)
+
+
+# Where a command goes (``_accept_now``'s cases): a live run, a child (its parent hears of it),
+# a run whose queue refuses a second redirect, and a finished run (its queue is awaited).
+ACCEPT_TARGETS = ["r-1", "child", "strict", "done"]
+ACCEPT_KINDS = [
+    SteeringKind.ADD_INSTRUCTION,
+    SteeringKind.REDIRECT,
+    SteeringKind.CANCEL,
+    SteeringKind.REQUEST_STATUS,
+]
+accept_steps = st.lists(
+    st.tuples(
+        st.sampled_from(ACCEPT_TARGETS),
+        st.sampled_from(ACCEPT_KINDS),
+        st.integers(min_value=0, max_value=20),  # correlation id: some repeat
+        st.integers(min_value=0, max_value=3).map(lambda n: n == 0),  # a boundary after it
+    ),
+    max_size=12,
+)
+
+
+def _accept_command(run_id: str, kind: SteeringKind, n: int) -> SteeringCommand:
+    payload = {"instruction": "go elsewhere"} if kind is SteeringKind.REDIRECT else None
+    return make_command(run_id, kind, payload, correlation_id=f"c-{n}")
+
+
+async def _accept_run(
+    steps: list[tuple[str, SteeringKind, int, bool]], without_coroutine: bool
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    sink = MemorySink()
+    with use_clock(FakeClock()), use_ids(SequentialIds()):
+        async with Runtime(sinks=[sink], max_queued=2) as rt:
+            if not without_coroutine:  # every command the long way, through ``_accept``
+                rt.router._accept_now = lambda *args: None  # type: ignore[method-assign]
+            handles = {
+                "r-1": await start_run(rt, "r-1"),
+                "child": await start_run(rt, "child", parent="r-1"),
+                "strict": await start_run(rt, "strict", redirect_conflict=RedirectConflict.ERROR),
+                "done": await start_run(rt, "done"),
+            }
+            await finish_run(rt, handles["done"])
+            receipts = []
+            for run_id, kind, n, boundary in steps:
+                receipt = await rt.submit(_accept_command(run_id, kind, n))
+                receipts.append(receipt.model_dump())
+                if boundary:
+                    apply_ready(handles[run_id])
+    return receipts, [dataclasses.asdict(event) for event in sink.events]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=accept_steps)
+def test_accepting_without_a_coroutine_gives_what_accept_gives(
+    steps: list[tuple[str, SteeringKind, int, bool]],
+) -> None:
+    short = asyncio.run(_accept_run(steps, without_coroutine=True))
+    long = asyncio.run(_accept_run(steps, without_coroutine=False))
+    assert short == long
+
+
+async def test_a_live_run_takes_a_command_without_a_coroutine() -> None:
+    """The usual command is accepted by ``_accept_now`` (or it would only test the long way)."""
+    async with Runtime() as rt:
+        await start_run(rt, "r-1")
+        taken: list[bool] = []
+        accept_now = rt.router._accept_now
+
+        def spy(*args: Any) -> SteeringReceipt | None:
+            receipt = accept_now(*args)
+            taken.append(receipt is not None)
+            return receipt
+
+        rt.router._accept_now = spy  # type: ignore[method-assign]
+        receipt = await rt.submit(make_command("r-1"))
+    assert receipt.status.value == "accepted"
+    assert taken == [True]

@@ -931,6 +931,9 @@ class SteeringRouter:
             if refused is not None:
                 reason, policy_id = refused
                 return await self._reject(tracked, reason or "rejected", policy_id)
+            receipt = self._accept_now(tracked, handle, cmd, chain.accept_id)
+            if receipt is not None:
+                return receipt
             return await self._accept(tracked, handle, cmd, chain.accept_id)
         decision = await chain.decide(cmd, ctx)
         if decision.status == "reject":
@@ -990,7 +993,6 @@ class SteeringRouter:
         policy_id: str | None,
         transforms: list[tuple[str, SteeringCommand]] | None = None,
     ) -> SteeringReceipt:
-        original = tracked.cmd
         if tracked.state in _TERMINAL:
             _still_open(tracked, "steering.accepted")
         # the queue's id of the command is the router's key: a transform keeps the sender and
@@ -1006,6 +1008,42 @@ class SteeringRouter:
             tracked, "accepted", handle.run_id, command
         ):
             return await self._duplicate(tracked.key)
+        self._accepted(tracked, handle, command, policy_id, transforms)
+        if handle.info.status.finished:
+            await self._enqueue(tracked, handle)
+        else:  # a live run: nothing to wait for (most commands; this runs for every one)
+            self._put(tracked, handle)
+        return self._receipt(tracked, ReceiptStatus.ACCEPTED, None, policy_id)
+
+    def _accept_now(
+        self, tracked: _Tracked, handle: RunHandle, command: SteeringCommand, policy_id: str | None
+    ) -> SteeringReceipt | None:
+        """``_accept`` without its coroutine, for a command with nothing to await: no store
+        to write it to, a live run whose queue takes it (most commands, with the default
+        pipeline). None, having done nothing, for any other: ``_accept`` takes it then.
+        ``tests/steering/test_hot_path_equivalence.py`` keeps the two equal."""
+        if (
+            self.store is not None
+            or handle.info.status.finished
+            or tracked.state in _TERMINAL
+            or handle.inbox.conflict(command, tracked.key) is not None
+        ):
+            return None
+        self._accepted(tracked, handle, command, policy_id, None)
+        self._put(tracked, handle)
+        return self._receipt(tracked, ReceiptStatus.ACCEPTED, None, policy_id)
+
+    def _accepted(
+        self,
+        tracked: _Tracked,
+        handle: RunHandle,
+        command: SteeringCommand,
+        policy_id: str | None,
+        transforms: list[tuple[str, SteeringCommand]] | None,
+    ) -> None:
+        """Record ``tracked`` as accepted, as ``command`` (what the policies made of it):
+        its requested and accepted events, and the parent's roll-up."""
+        original = tracked.cmd
         at = _clock.now()  # requested and accepted: one step, one moment
         self._announce(tracked, at)  # requested names the command as submitted
         tracked.cmd = command
@@ -1023,11 +1061,6 @@ class SteeringRouter:
             self._emit("steering.accepted", tracked, at, policy_id)
         if handle.info.parent_run_id is not None:
             self._rollup(tracked, handle)
-        if handle.info.status.finished:
-            await self._enqueue(tracked, handle)
-        else:  # a live run: nothing to wait for (most commands; this runs for every one)
-            self._put(tracked, handle)
-        return self._receipt(tracked, ReceiptStatus.ACCEPTED, None, policy_id)
 
     async def _persist(
         self,
