@@ -15,7 +15,8 @@ itself when the summary would keep it as it is: it must equal, type for type, th
 copy of the payload gets, whatever the payload holds. ``payload_summary`` makes the same
 summary and, from the same walk, a bound of the payload's JSON size that the payload policy
 takes instead of counting: never below ``json_bytes``, and only a bound (the policy counts
-when it is past the limit). ``PolicyContext._trusted`` (the router's context for every
+when it is past the limit). It asks a payload's keys of ``_DEFAULT_ANSWERS`` (a dict in
+front of ``_is_secret``'s cache), which must answer as ``_is_secret`` does. ``PolicyContext._trusted`` (the router's context for every
 command, every field by position) makes the context the constructor makes.
 
 A chain made only of inline checks (the default pipeline) is run by the router check by check,
@@ -41,8 +42,12 @@ from pydantic import ValidationError
 from steerkit import OPERATOR, apply_ready, finish_run, make_command, start_run
 
 from tinyagents.errors import InvalidCommandError
-from tinyagents.events import MemorySink, summarize
+from tinyagents.events import MemorySink, redact, summarize
 from tinyagents.events.redact import (
+    _DEFAULT_ANSWERS,
+    DEFAULT_SECRET_KEYS,
+    _DefaultAnswers,
+    _is_secret,
     payload_summary,
 )
 from tinyagents.protocol import (
@@ -641,3 +646,27 @@ async def test_a_live_run_takes_a_command_without_a_coroutine() -> None:
         receipt = await rt.submit(make_command("r-1"))
     assert receipt.status.value == "accepted"
     assert taken == [True]
+
+
+secret_like_keys = st.sampled_from(
+    ["api_key", "apiKeys", "max_tokens", "token", "tokenizer", "Set-Cookie", "text", "goto"]
+) | st.text(max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=secret_like_keys)
+def test_the_default_names_answers_are_is_secrets(key: str) -> None:
+    expected = _is_secret.__wrapped__(key, DEFAULT_SECRET_KEYS)
+    assert _DEFAULT_ANSWERS[key] is expected  # asked first
+    assert _DEFAULT_ANSWERS[key] is expected  # and kept
+
+
+def test_the_default_names_answers_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    answers = _DefaultAnswers()
+    monkeypatch.setattr(redact, "_DEFAULT_ANSWERS_KEPT", 3)
+    for n in range(10):
+        assert answers[f"key_{n}"] is False
+    assert answers["token"] is True  # answered, past the bound, but not kept
+    assert len(answers) == 3
+    assert answers["x" * (redact._CACHED_KEY_CHARS + 1)] is False
+    assert len(answers) == 3

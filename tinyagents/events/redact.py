@@ -152,7 +152,15 @@ def _kept_whole(value: ReadOnlyDict, max_chars: int, secret_keys: frozenset[str]
             return None
         if type(container) is ReadOnlyDict:
             for key, item in container.items():
-                if type(key) is not str or len(key) > max_chars or _is_secret(key, secret_keys):
+                if (
+                    type(key) is not str
+                    or len(key) > max_chars
+                    or (
+                        _DEFAULT_ANSWERS[key]
+                        if secret_keys is DEFAULT_SECRET_KEYS
+                        else _is_secret(key, secret_keys)
+                    )
+                ):
                     return None
                 if type(item) is str:  # the usual value
                     if len(item) > max_chars:
@@ -358,6 +366,24 @@ def _secret_name(key: str, secret_keys: frozenset[str]) -> bool:
     if len(key) <= _CACHED_KEY_CHARS:
         return _is_secret(key, secret_keys)
     return _is_secret.__wrapped__(key, secret_keys)
+
+
+class _DefaultAnswers(dict[str, bool]):
+    """``_is_secret(key, DEFAULT_SECRET_KEYS)`` by key: a plain dict read in front of its
+    cache, for the keys of every steering command's payload (``lru_cache`` builds and hashes
+    a tuple of its arguments and moves its entry on every hit). Bounded: it keeps the answers
+    for the first ``_DEFAULT_ANSWERS_KEPT`` keys asked (of at most ``_CACHED_KEY_CHARS``
+    characters) and never forgets one; later keys are answered by ``_is_secret``'s cache."""
+
+    def __missing__(self, key: str) -> bool:
+        answer = _secret_name(key, DEFAULT_SECRET_KEYS)
+        if len(self) < _DEFAULT_ANSWERS_KEPT and len(key) <= _CACHED_KEY_CHARS:
+            self[key] = answer
+        return answer
+
+
+_DEFAULT_ANSWERS_KEPT = 1024
+_DEFAULT_ANSWERS = _DefaultAnswers()
 
 
 @functools.lru_cache(maxsize=4096)
