@@ -45,6 +45,7 @@ from tinyagents import (
     RunLimits,
     RunStatus,
     Runtime,
+    ToolOutput,
     capture_run_messages,
     tool,
 )
@@ -726,3 +727,43 @@ async def test_a_childs_output_retries_spend_its_parents_model_calls() -> None:
     assert "sub-agent 'child'" in tool_result.content and "failed: ModelResponseError" in (
         tool_result.content
     )
+
+
+@pytest.mark.parametrize("through", ["text", "output tool"])
+async def test_a_steer_sent_while_a_valid_answer_is_validated_gets_another_turn(
+    through: str,
+) -> None:
+    # a steering message sent while an output validator (the run's own code, which may
+    # take its time) checks an answer it will accept reaches the model: the run is still
+    # going, so it is delivered at the final answer, and the agent gets another turn for it
+    # (docs/harness.md, *What each steering kind does to an agent run*). It did on an output tool's answer, whose
+    # final boundary follows its validation; a text answer was validated after its final
+    # boundary, so the command failed "target finished before delivery" and the run ended on
+    # the answer the steering was meant to change
+    async with Runtime(testing=True) as rt:
+        handles: list[Any] = []
+        seen: list[ModelRequest] = []
+
+        def answer(request: ModelRequest) -> Any:
+            seen.append(request)
+            if through == "text":
+                return f"answer {len(seen)}"
+            return tool_call("final_result", x=len(seen), y="a")
+
+        output_type: Any = str if through == "text" else ToolOutput(OutputModel)
+        agent = Agent("a", FunctionModel(answer), output_type=output_type)
+
+        @agent.output_validator
+        async def check(ctx: RunContext, output: Any) -> Any:
+            if len(seen) == 1:
+                receipt = await handles[0].steer("Also say hi.")
+                assert receipt.status == "accepted"
+                await asyncio.sleep(0)
+            return output
+
+        handles.append(await rt.start(agent, "go"))
+        result = await handles[0].result()
+    assert result.status is RunStatus.COMPLETED, result.error
+    assert len(seen) == 2
+    assert "Also say hi." in seen[1].messages[-1].content
+    assert result.output == ("answer 2" if through == "text" else OutputModel(x=2, y="a"))

@@ -504,9 +504,10 @@ class AgentRun(RunDriver):
             # is its output as any final answer's is (typed and validated; a validator that
             # refuses it now sends it back, and this turn has a model call left for that).
             output = await self._output_of(ModelResponse(text=self.last_text))
-            if output is not ASKED:
+            if output is ASKED:
+                await self.at(Boundary.BEFORE_LOOP_CONTINUATION)
+            elif await self._ends_on_validated(output):
                 return output
-            await self.at(Boundary.BEFORE_LOOP_CONTINUATION)
         if after is not None:  # the rest of a batch whose call ``index`` main answered
             calls, index = after
             await self.at(Boundary.AFTER_TOOL_RESULT, tool_call_id=calls[index].id)
@@ -532,13 +533,26 @@ class AgentRun(RunDriver):
                 if output is ASKED:  # not valid output: asked once more for it
                     await self.at(Boundary.BEFORE_LOOP_CONTINUATION)
                     continue
-                self._fail_staged(NO_TURN_LEFT)
-                return output
+                if await self._ends_on_validated(output):
+                    return output
+                continue
             output = await self._early_text(response)
             if output is NOT_FINAL:
                 output = await self._run_calls(response.tool_calls)
             if output is not NOT_FINAL and await self._ends_on(output):
                 return output
+
+    async def _ends_on_validated(self, output: Any) -> bool:
+        """Whether the run ends on ``output``, a final text answer validated after its final
+        boundary: steering sent while it was validated (an output validator or function is
+        the run's own code, and may take its time) is delivered at the answer too, at that
+        boundary taken again, as on an output tool's answer (validated before its final
+        boundary): the run was still going when it came. Nothing sent meanwhile: no second
+        visit of the boundary."""
+        if self.handle.inbox.has_ready(Boundary.BEFORE_LOOP_CONTINUATION, final=True):
+            return await self._ends_on(output)
+        self._fail_staged(NO_TURN_LEFT)
+        return True
 
     async def _ends_on(self, output: Any) -> bool:
         """Whether the run ends on ``output``, an output tool call's (``A | str``): as on a
