@@ -767,3 +767,33 @@ async def test_a_steer_sent_while_a_valid_answer_is_validated_gets_another_turn(
     assert len(seen) == 2
     assert "Also say hi." in seen[1].messages[-1].content
     assert result.output == ("answer 2" if through == "text" else OutputModel(x=2, y="a"))
+
+
+async def test_a_steer_sent_while_a_reopened_runs_answer_is_validated_again_gets_a_turn(
+    rt: Runtime,
+) -> None:
+    # the same on a run reopened for another turn that brought nothing to its model: its
+    # last answer is validated again, and a steering message sent meanwhile is delivered at
+    # it, so the model gets the turn (it failed "target finished before delivery" as above)
+    from tests.harness.test_scenarios import _reopen_for_nothing
+
+    model = ScriptedModel(["first", "second"])
+    agent = Agent("worker", model)
+    validated: list[str] = []
+    handles: list[Any] = []
+
+    @agent.output_validator
+    async def check(output: str) -> str:
+        validated.append(output)
+        if len(validated) == 2:
+            await handles[0].steer("Say it again.")
+            await asyncio.sleep(0)
+        return output
+
+    handles.append(await rt.start(agent, "go"))
+    assert (await handles[0].result()).output == "first"
+    await _reopen_for_nothing(handles[0])
+    result = await handles[0].result()
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "second"), result.error
+    assert validated == ["first", "first", "second"]
+    assert "Say it again." in model.requests[1].messages[-1].content
