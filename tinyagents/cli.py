@@ -131,7 +131,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     args = parser.parse_args(argv)
     try:
-        return dispatch(args)
+        code = dispatch(args)
+        sys.stdout.flush()  # here, where a reader that left is caught (not at exit)
+        return code
+    except BrokenPipeError:
+        # the reader closed the pipe (``tinyagents validate f.yaml | head -1``): end with 1,
+        # as the commands printing through rich do, and write nothing more into it at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except ImportError as exc:  # an optional library (fastapi, biscuit_auth, redis...) is not here
         line = missing_extra(exc)
         if line is None:

@@ -130,6 +130,13 @@ class GraphCommandCheck(CheckPolicy):
                 problem = fork_id_problem(fork_thread_id(thread, cmd))
         if problem is None and cmd.kind is SteeringKind.REDIRECT:
             problem = goto_problem(self.graph, cmd.payload.get("goto"))
+            if problem is None and "instruction" in cmd.payload:
+                # applied, the run would go to the goto nodes and the instruction reach no one
+                problem = (
+                    "a graph redirect acts on its 'goto' only; its 'instruction' would reach "
+                    "no agent: send 'goto' alone, and the instruction as add_instruction to "
+                    "an agent node's run"
+                )
         if problem is None and cmd.kind is SteeringKind.UPDATE_STATE:
             payload = cmd.payload
             update = mutable_copy(payload["update"])  # validated as it will be applied

@@ -195,7 +195,7 @@ class AgentCommandCheck(CheckPolicy):
     """An agent run's own policy (after its middleware's): refuses at submit a command the
     run could only accept and fail at its next boundary — ``approve``, ``reject`` and
     ``update_state`` (an agent run has no interrupt and no graph state), a ``redirect``
-    without an ``instruction`` (a ``goto`` needs a graph), and one for ``after_tool_result``
+    without an ``instruction`` or with a ``goto`` (a ``goto`` needs a graph), and one for ``after_tool_result``
     when the run has no tools (it would fail only when the run ended)."""
 
     policy_id = "agent"
@@ -205,7 +205,8 @@ class AgentCommandCheck(CheckPolicy):
 
     def check(self, cmd: SteeringCommand, ctx: PolicyContext) -> str | None:
         if cmd.kind in _GRAPH_ONLY or (
-            cmd.kind is SteeringKind.REDIRECT and "instruction" not in cmd.payload
+            cmd.kind is SteeringKind.REDIRECT
+            and ("instruction" not in cmd.payload or "goto" in cmd.payload)
         ):
             return _not_for_agents(cmd)
         if cmd.delivery is SteeringDelivery.AFTER_TOOL_RESULT and not self.run.may_call_tools():
@@ -217,6 +218,12 @@ class AgentCommandCheck(CheckPolicy):
 
 
 def _not_for_agents(cmd: SteeringCommand) -> str:
+    if cmd.kind is SteeringKind.REDIRECT and "instruction" in cmd.payload:
+        # applied, its instruction would be the new goal and its goto dropped unseen
+        return (
+            "redirect to an agent run acts on its 'instruction' only; its 'goto' names "
+            "graph nodes, which an agent run has none of: send 'instruction' alone"
+        )
     if cmd.kind is SteeringKind.REDIRECT:
         return "redirect with 'goto' needs a graph target; for an agent run send 'instruction'"
     if cmd.kind is SteeringKind.UPDATE_STATE:

@@ -212,6 +212,12 @@ class GraphNodeTarget(SteeringTarget):
     run_id: Id
     node: str = Field(min_length=1)
 
+    @field_validator("node")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        # no graph has a node that shows nothing (``add_node`` refuses one)
+        return _not_blank(value)
+
     def describe(self) -> str:
         return f"node {self.node!r} of graph run {self.run_id}"
 

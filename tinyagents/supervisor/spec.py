@@ -380,6 +380,9 @@ class SupervisorSpec(_Strict):
     def _named_models(cls, value: Any) -> Any:
         if isinstance(value, dict):
             for name, entry in value.items():
+                if isinstance(name, str) and shows_nothing(name):
+                    # a judge ``model`` that shows nothing is refused: none could name it
+                    raise ValueError("a model name must not be blank: 'model' names it")
                 if isinstance(entry, str) and shows_nothing(entry):
                     raise ValueError(f"model {named(name)} must not be blank: name a litellm model")
                 for text in (name, entry):
@@ -611,11 +614,20 @@ def _read_models_file(path: Path, name: str) -> dict[str, str | ModelEntry]:
         )
     try:
         with _inside_a_spec():  # each entry's error is placed here, by its name and line
-            return _MODELS.validate_python(data)
+            models = _MODELS.validate_python(data)
     except ValidationError as exc:
         err = _entry_error(exc.errors(), data)
         line = line_of((*prefix, *err["loc"]), lines)
         raise SupervisorSpecError(describe_error(err), line=line, source=str(path)) from None
+    for entry_name, entry in models.items():
+        if isinstance(entry, str) and shows_nothing(entry):
+            raise SupervisorSpecError(
+                f"model {named(entry_name)} must not be blank: name a litellm model "
+                f"(got {quoted(entry)})",
+                line=line_of((*prefix, entry_name), lines),
+                source=str(path),
+            )
+    return models
 
 
 def _entry_error(errors: list[Any], data: dict[str, Any]) -> Any:
@@ -676,8 +688,11 @@ def _one_model_error(errors: list[Any]) -> list[Any]:
     return out
 
 
+#: A models file's names and entries: each shows something (a blank entry was refused only
+#: when the judge's model was asked for, naming neither the file nor the entry; a blank name
+#: no judge ``model`` can name was kept without a word).
 _MODELS: TypeAdapter[dict[str, str | ModelEntry]] = TypeAdapter(
-    dict[str, str | ModelEntry], config=ConfigDict(defer_build=True)
+    dict[ShownText, str | ModelEntry], config=ConfigDict(defer_build=True)
 )
 
 
@@ -697,7 +712,12 @@ def describe_error(err: Any) -> str:
         # a key YAML read as a number, a boolean or null ("2024:", "true:", "~:"); pydantic
         # names it by its own spelling ("1" for true), so the message names where it is
         parent = loc[:-1] if err["type"] == "invalid_key" else loc[:-2]
-        said = f"the key {quoted(err.get('input'))} is no text; quote it in the YAML"
+        key = err.get("input")
+        if isinstance(key, str):  # text a key's own check refused (a blank model name)
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            said = f"the key {quoted(key)}: {msg}"
+        else:
+            said = f"the key {quoted(key)} is no text; quote it in the YAML"
         parent_path = shown_id(shown_name(".".join(str(p) for p in parent)))
         return f"{parent_path}: {said}" if parent else said
     msg = str(err["msg"])
