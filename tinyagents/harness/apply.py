@@ -195,8 +195,8 @@ class AgentCommandCheck(CheckPolicy):
     """An agent run's own policy (after its middleware's): refuses at submit a command the
     run could only accept and fail at its next boundary — ``approve``, ``reject`` and
     ``update_state`` (an agent run has no interrupt and no graph state), a ``redirect``
-    without an ``instruction`` or with a ``goto`` (a ``goto`` needs a graph), and one for ``after_tool_result``
-    when the run has no tools (it would fail only when the run ended)."""
+    without an ``instruction`` or with a ``goto`` (a ``goto`` needs a graph), and one for
+    ``after_tool_result`` when the run has no tools (it would fail only when the run ended)."""
 
     policy_id = "agent"
 
