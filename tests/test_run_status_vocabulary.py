@@ -109,3 +109,84 @@ def test_no_module_but_the_protocol_spells_a_set_of_command_states() -> None:
             ):
                 copies.append(f"{module}:{node.lineno}: state={node.value.value!r}")
     assert not copies, "use tinyagents.protocol's CommandState instead of:\n" + "\n".join(copies)
+
+
+def _positional_names(tree: ast.AST) -> dict[str, list[list[str]]]:
+    """Each function a module defines, by name: the names of its positional parameters (a
+    method's ``self`` or ``cls`` left out, as a call through an attribute does not pass it)."""
+    names: dict[str, list[list[str]]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            params = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+            if params[:1] in (["self"], ["cls"]):
+                params = params[1:]
+            names.setdefault(node.name, []).append(params)
+    return names
+
+
+def _names_a_state(node: ast.AST) -> bool:
+    """``state``, ``stored.state``, ``c.state``, ``from_state``: what holds a command state."""
+    name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+    return "state" in name.lower()
+
+
+def _state_literals(tree: ast.AST) -> list[tuple[int, str]]:
+    """Command states spelled as text where a state is compared or passed: ``x.state ==
+    "applied"``, ``f(state="accepted")``, ``self._persist(tracked, "rejected")`` (a parameter of a
+    function this module defines, named for a state). A graph step's ``kind="applied"`` or a
+    run's ``status == "failed"`` is another vocabulary and is not counted."""
+    found: list[tuple[int, str]] = []
+    params = _positional_names(tree)
+
+    def is_state(node: ast.AST) -> bool:
+        return isinstance(node, ast.Constant) and node.value in COMMAND_STATES
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(map(is_state, sides)) and any(map(_names_a_state, sides)):
+                found.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.Call):
+            called = node.func
+            name = called.attr if isinstance(called, ast.Attribute) else getattr(called, "id", "")
+            for keyword in node.keywords:
+                if keyword.arg and "state" in keyword.arg and is_state(keyword.value):
+                    found.append((node.lineno, ast.unparse(node)))
+            for i, arg in enumerate(node.args):
+                if is_state(arg) and any(
+                    i < len(p) and "state" in p[i] for p in params.get(name, [])
+                ):
+                    found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+def test_no_module_but_the_protocol_compares_or_passes_a_command_state_as_text() -> None:
+    """The router spelled its states as text: ``self._persist(tracked, "rejected", ...)``,
+    ``self._finish(tracked, "failed", ...)``, ``state == "accepted"`` — nineteen of them beside
+    ``CommandState``, as did the runtime (``c.state == "applied"``) and scale-out
+    (``stored.state == "deferred"``); a state renamed there would match nothing, silently."""
+    copies = []
+    for module, path in source_files().items():
+        if module.startswith(("tinyagents.protocol", "tinyagents.testkit")):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        copies += [f"{module}:{line}: {text}" for line, text in _state_literals(tree)]
+    assert not copies, "use tinyagents.protocol's CommandState instead of:\n" + "\n".join(copies)
+
+
+@pytest.mark.parametrize(
+    ("source", "caught"),
+    [
+        ('if stored.state == "deferred": pass', True),
+        ('ok = "applied" != c.state', True),
+        ('store.update_command(cmd, from_state="accepted")', True),
+        ('def _persist(self, tracked, state): ...\nself._persist(t, "rejected")', True),
+        ('def result(self, status): ...\nself.result("failed")', False),  # a graph's status
+        ('Step(kind="applied")', False),  # a graph step's kind
+        ('if status == "failed": pass', False),  # a run's status
+        ('if kind == "applied": pass', False),
+        ("if state is CommandState.ACCEPTED: pass", False),
+    ],
+)
+def test_what_the_command_state_check_counts(source: str, caught: bool) -> None:
+    assert bool(_state_literals(ast.parse(source))) is caught

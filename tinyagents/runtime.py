@@ -994,11 +994,12 @@ class Runtime:
         sent by a human of another tenant are returned."""
         if snapshot is not None and snapshot.get("tenant_id") != tenant_id:
             return []
-        self._take_over([c for c in logged if c.state != "applied"], run_id)
+        self._take_over([c for c in logged if c.state != CommandState.APPLIED], run_id)
         return [
             c.command
             for c in logged
-            if c.state == "applied" and sender_tenant(c.command.actor) in (None, tenant_id)
+            if c.state == CommandState.APPLIED
+            and sender_tenant(c.command.actor) in (None, tenant_id)
         ]
 
     def _take_over(self, logged: list[StoredCommand], run_id: str) -> None:

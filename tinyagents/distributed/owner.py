@@ -68,6 +68,7 @@ from tinyagents.protocol.commands import (
     SteeringReceipt,
     dedupe_scope,
 )
+from tinyagents.protocol.state import CommandState
 from tinyagents.store.base import written_again
 
 JOB = "commands"
@@ -662,9 +663,9 @@ class CommandReader:
             return None
         if not again:
             return SteeringReceipt.duplicate(cmd.correlation_id, stored.run_id)
-        if stored.state == "deferred":
+        if stored.state == CommandState.DEFERRED:
             status = ReceiptStatus.DEFERRED
-        elif stored.state == "rejected":
+        elif stored.state == CommandState.REJECTED:
             status = ReceiptStatus.REJECTED
         else:  # accepted, and perhaps applied (or failed, superseded) since
             status = ReceiptStatus.ACCEPTED

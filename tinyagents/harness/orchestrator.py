@@ -18,6 +18,7 @@ from tinyagents.harness.context import RunContext
 from tinyagents.harness.subagent import SubAgent, as_subagent, start_child
 from tinyagents.harness.tools import InvalidArguments, Tool, refuse_unknown_arguments
 from tinyagents.protocol.commands import (
+    ReceiptStatus,
     SteeringActor,
     SteeringCommand,
     SteeringKind,
@@ -111,7 +112,7 @@ class OrchestratorToolkit:
                 payload=payload,
             )
         )
-        if receipt.status == "rejected":
+        if receipt.status == ReceiptStatus.REJECTED:
             raise ToolError(f"{kind.value} for run {run_id} was rejected: {receipt.reason}")
         return f"{kind.value} {receipt.status.value} for run {run_id} ({receipt.correlation_id})"
 

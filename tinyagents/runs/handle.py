@@ -26,6 +26,7 @@ from tinyagents.errors import (
 from tinyagents.protocol.commands import (
     AnyActor,
     HumanActor,
+    ReceiptStatus,
     SteeringActor,
     SteeringCommand,
     SteeringDelivery,
@@ -271,7 +272,7 @@ class RunHandle:
             **fields,
         )
         receipt = await self._submitter.submit(cmd)
-        if check and receipt.status == "rejected":
+        if check and receipt.status == ReceiptStatus.REJECTED:
             raise SteeringRejected(receipt)
         return receipt
 

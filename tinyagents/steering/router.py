@@ -75,6 +75,15 @@ if TYPE_CHECKING:
 _log = logging.getLogger("tinyagents.steering")
 _steering_event = SteeringEvent._trusted
 _policy_context = PolicyContext._trusted
+#: The states the router passes and compares, read once: ``CommandState.ACCEPTED`` looks the
+#: member up on the enum class each time, five times slower than reading a module's name.
+_REQUESTED, _ACCEPTED, _DEFERRED = (
+    CommandState.REQUESTED,
+    CommandState.ACCEPTED,
+    CommandState.DEFERRED,
+)
+_DELIVERED, _REJECTED = CommandState.DELIVERED, CommandState.REJECTED
+_SUPERSEDED, _FAILED = CommandState.SUPERSEDED, CommandState.FAILED
 
 #: Where a correlation id is unique: (``dedupe_scope(actor)``, correlation id).
 _Key = tuple[str, str]
@@ -265,7 +274,7 @@ class SteeringRouter:
         self._seen_order.append(key)
         if len(self._seen_order) > self.dedupe_horizon:
             self._forget_oldest_ids(key)
-        tracked = _Tracked(cmd, CommandState.REQUESTED, key)
+        tracked = _Tracked(cmd, _REQUESTED, key)
         if capability is not None:
             tracked.trusted = self._holds(cmd, capability)
         try:
@@ -363,7 +372,7 @@ class SteeringRouter:
                 if threads_wait and isinstance(tracked.cmd.target, ThreadTarget):
                     self._waiting.setdefault(_target_key(tracked.cmd), {})[key] = tracked
                 else:
-                    self._finish(tracked, "failed", reason=reason)
+                    self._finish(tracked, _FAILED, reason=reason)
 
     def waiting_for_threads(self) -> list[tuple[SteeringCommand, str | None]]:
         """(command, tenant among whose runs its thread resolves) of the commands deferred
@@ -427,7 +436,7 @@ class SteeringRouter:
         try:
             receipt = await self._reject(tracked, reason, policy_id)
         except BaseException:
-            if tracked.key in self._tracked and tracked.state is CommandState.DEFERRED:
+            if tracked.key in self._tracked and tracked.state is _DEFERRED:
                 tracked.unsure_reject = (reason, policy_id)  # it may have been written
                 await self._wait_again(thread, tracked)
             raise
@@ -539,7 +548,7 @@ class SteeringRouter:
         them on). A runtime with a durable store leaves them open in its log instead, for
         the next runtime on that store to hand over."""
         for tracked in list(self._tracked.values()):
-            self._finish(tracked, "failed", reason=reason)
+            self._finish(tracked, _FAILED, reason=reason)
 
     def grant(self, from_run_id: str, to_run_id: str) -> None:
         """Allow one run's agent to steer another it has no authority over (a sibling)."""
@@ -586,9 +595,9 @@ class SteeringRouter:
                 # that one moved on (settled, or handed to the run)
                 current = queue[0]
                 if current.key in self._tracked and (
-                    current.state is CommandState.DEFERRED or current.info is not handle.info
+                    current.state is _DEFERRED or current.info is not handle.info
                 ):
-                    if current.persisted and current.state is CommandState.DEFERRED:
+                    if current.persisted and current.state is _DEFERRED:
                         current.unsure_take = True  # its take may have reached the log
                 else:
                     del queue[0]
@@ -658,12 +667,12 @@ class SteeringRouter:
             self._history.setdefault(handle.run_id, []).extend(tracked.early)
             tracked.early = None
         try:
-            if tracked.state is CommandState.ACCEPTED:  # restored after a restart
+            if tracked.state is _ACCEPTED:  # restored after a restart
                 await self._enqueue(tracked, handle)
             else:
                 await self._evaluate(tracked, handle)
         except StoreError as exc:
-            if tracked.state is CommandState.DEFERRED and tracked.persisted:
+            if tracked.state is _DEFERRED and tracked.persisted:
                 # its take (a compare-and-set on the shared log) failed: another runtime
                 # may hold a copy, and may have applied it meanwhile. It waits on here, as
                 # when the log cannot be read (a late application is better than a second
@@ -672,7 +681,7 @@ class SteeringRouter:
                 tracked.unsure_take = True
                 self._waiting.setdefault(key, {})[tracked.key] = tracked
             elif not tracked.state.terminal:
-                self._finish(tracked, "failed", reason=f"store error: {exc}")
+                self._finish(tracked, _FAILED, reason=f"store error: {exc}")
 
     async def _settled_elsewhere(self, tracked: _Tracked) -> bool:
         """Whether another runtime sharing the steering log settled ``tracked`` (a command
@@ -692,23 +701,23 @@ class SteeringRouter:
                 tracked, stored, _as_logged_rejection(cmd), None
             ):
                 # this router's own refusal, whose reply was lost: it ends here
-                self._finish(tracked, "rejected", reason=refusal[0], policy_id=refusal[1])
+                self._finish(tracked, _REJECTED, reason=refusal[0], policy_id=refusal[1])
                 return True
             self._untrack(tracked)
             self._terminal[tracked.key] = state
             if stored is not None and stored.run_id is not None:
                 self._ended_in[tracked.key] = stored.run_id
             return True
-        if tracked.state is CommandState.DEFERRED and state is not CommandState.DEFERRED:
+        if tracked.state is _DEFERRED and state is not _DEFERRED:
             if (
                 tracked.unsure_take
-                and state is CommandState.ACCEPTED
+                and state is _ACCEPTED
                 and tracked.info is not None
                 and stored is not None
                 and stored.run_id == tracked.info.run_id
             ):
                 # our own take, whose reply was lost: it is this runtime's to hand over
-                tracked.state, tracked.unsure_take = CommandState.ACCEPTED, False
+                tracked.state, tracked.unsure_take = _ACCEPTED, False
                 return False
             # another runtime took it from the log (it is theirs to settle) since it was
             # deferred here
@@ -728,7 +737,7 @@ class SteeringRouter:
         """The run reached its last boundary: fail what is pending, settle what waits on it."""
         handle.inbox.close(LATE)
         for tracked in list(self._tracked.values()):
-            if tracked.state is CommandState.DELIVERED and tracked.info is handle.info:
+            if tracked.state is _DELIVERED and tracked.info is handle.info:
                 self.mark_failed(tracked.cmd, LATE)
         await self.target_changed(handle)
 
@@ -756,7 +765,7 @@ class SteeringRouter:
             self._seen_order.append(key)
             tracked = _Tracked(
                 cmd,
-                CommandState.ACCEPTED if state == "accepted" else CommandState.DEFERRED,
+                _ACCEPTED if state == _ACCEPTED else _DEFERRED,
                 key,
                 announced=True,
                 persisted=True,
@@ -783,7 +792,7 @@ class SteeringRouter:
         tracked = self._queued.get(id(cmd))
         if tracked is None or tracked.cmd is not cmd:  # ``_open(cmd)`` inline
             tracked = self._tracked.get(_key(cmd)) or self._open(cmd)
-        tracked.state = CommandState.DELIVERED
+        tracked.state = _DELIVERED
         # ``_value_``: the member's text without the ``value`` property's descriptor call
         # by position: binding keywords costs more (this runs for every command)
         at = _clock.now() if at is None else at
@@ -796,15 +805,15 @@ class SteeringRouter:
         self._emit("steering.applied", tracked, None, None, None, None, affected)
 
     def mark_failed(self, cmd: SteeringCommand, reason: str) -> None:
-        self._finish(self._open(cmd), "failed", reason=reason)
+        self._finish(self._open(cmd), _FAILED, reason=reason)
 
     def mark_superseded(self, cmd: SteeringCommand, by: str) -> None:
-        self._finish(self._open(cmd), "superseded", reason=f"superseded by {by}", superseded_by=by)
+        self._finish(self._open(cmd), _SUPERSEDED, reason=f"superseded by {by}", superseded_by=by)
 
     def mark_withdrawn(self, cmd: SteeringCommand, reason: str, by: str | None) -> None:
         """A queued command taken back by the run layer (``Inbox.withdraw``): what a run
         above passed down for a command of its own that has since been made moot."""
-        self._finish(self._open(cmd), "superseded", reason=reason, superseded_by=by)
+        self._finish(self._open(cmd), _SUPERSEDED, reason=reason, superseded_by=by)
 
     # ------------------------------------------------------------------ internals
 
@@ -952,20 +961,20 @@ class SteeringRouter:
         # Logged so that a retry with the same correlation id after a restart is still a
         # duplicate: the first outcome stands.
         run_id = tracked.info.run_id if tracked.info else None
-        if not await self._persist(tracked, "rejected", run_id):
+        if not await self._persist(tracked, _REJECTED, run_id):
             return await self._duplicate(tracked.key)
         at = _clock.now()  # requested and rejected: one step, one moment
         self._announce(tracked, at)
-        self._finish(tracked, "rejected", at=at, reason=reason, policy_id=policy_id)
+        self._finish(tracked, _REJECTED, at=at, reason=reason, policy_id=policy_id)
         return self._receipt(tracked, ReceiptStatus.REJECTED, reason, policy_id)
 
     async def _defer(
         self, tracked: _Tracked, reason: str, policy_id: str | None, handle: RunHandle | None = None
     ) -> SteeringReceipt:
         _still_open(tracked, "steering.deferred")
-        first_time = tracked.state is not CommandState.DEFERRED
+        first_time = tracked.state is not _DEFERRED
         if first_time:
-            if not await self._persist(tracked, "deferred", None):
+            if not await self._persist(tracked, _DEFERRED, None):
                 return await self._duplicate(tracked.key)
             at = _clock.now()  # requested and deferred: one step, one moment
             self._announce(tracked, at)
@@ -973,12 +982,12 @@ class SteeringRouter:
         if late and isinstance(tracked.cmd.target, ThreadTarget):
             handle = None  # the thread's, not that run's: it waits for the thread's next run
             late = False
-        tracked.state = CommandState.DEFERRED
+        tracked.state = _DEFERRED
         if first_time:  # the pipeline's decision, as the receipt reports it
             self._emit("steering.deferred", tracked, at=at, reason=reason, policy_id=policy_id)
         if late:  # that run will take nothing more: as an accepted command would, it fails
             self._finish(
-                tracked, "failed", reason=f"{LATE} (deferred: {reason})", policy_id=policy_id
+                tracked, _FAILED, reason=f"{LATE} (deferred: {reason})", policy_id=policy_id
             )
             return self._receipt(tracked, ReceiptStatus.DEFERRED, reason, policy_id)
         key = handle.run_id if handle is not None else _target_key(tracked.cmd)
@@ -1005,7 +1014,7 @@ class SteeringRouter:
         # Durable before the receipt (and before any event): an accepted command survives a
         # crash from here on, and one the store could not take leaves no trace.
         if self.store is not None and not await self._persist(
-            tracked, "accepted", handle.run_id, command
+            tracked, _ACCEPTED, handle.run_id, command
         ):
             return await self._duplicate(tracked.key)
         self._accepted(tracked, handle, command, policy_id, transforms)
@@ -1047,7 +1056,7 @@ class SteeringRouter:
         at = _clock.now()  # requested and accepted: one step, one moment
         self._announce(tracked, at)  # requested names the command as submitted
         tracked.cmd = command
-        tracked.state = CommandState.ACCEPTED
+        tracked.state = _ACCEPTED
         if transforms:
             self._emit(
                 "steering.accepted",
@@ -1065,7 +1074,7 @@ class SteeringRouter:
     async def _persist(
         self,
         tracked: _Tracked,
-        state: str,
+        state: CommandState,
         run_id: str | None,
         command: SteeringCommand | None = None,
     ) -> bool:
@@ -1078,7 +1087,7 @@ class SteeringRouter:
         if store is None:
             return True
         command = command if command is not None else tracked.cmd
-        if state == CommandState.REJECTED:
+        if state is _REJECTED:
             command = _as_logged_rejection(command)
         owner, thread_id = self.owner, tracked.info.thread_id if tracked.info else None
         try:
@@ -1091,7 +1100,7 @@ class SteeringRouter:
                     owner=owner,
                     thread_id=thread_id,
                 )
-                if not moved and state == CommandState.REJECTED:
+                if not moved and state is _REJECTED:
                     moved = await self._rejected_after_all(tracked, command, run_id)
                 if not moved:
                     self._untrack(tracked)
@@ -1207,7 +1216,7 @@ class SteeringRouter:
         if handle.status.finished:
             taken = await handle.driver.on_late_command(tracked.cmd)
             if taken is not True:
-                self._finish(tracked, "failed", reason=taken if isinstance(taken, str) else LATE)
+                self._finish(tracked, _FAILED, reason=taken if isinstance(taken, str) else LATE)
                 return
         self._put(tracked, handle)
 
@@ -1220,7 +1229,7 @@ class SteeringRouter:
             self.mark_superseded(loser, winner)
         if outcome.rejected is not None:
             # _accept checked for this; the queue changed while the store was being written.
-            self._finish(tracked, "failed", reason=outcome.rejected, policy_id="queue")
+            self._finish(tracked, _FAILED, reason=outcome.rejected, policy_id="queue")
             return
         if not outcome.queued:
             return
@@ -1255,8 +1264,8 @@ class SteeringRouter:
             )
         )
 
-    def _finish(self, tracked: _Tracked, state: str, **fields: Any) -> None:
-        self._emit(f"steering.{state}", tracked, **fields)
+    def _finish(self, tracked: _Tracked, state: CommandState, **fields: Any) -> None:
+        self._emit(_EVENT_OF[state], tracked, **fields)
 
     def _open(self, cmd: SteeringCommand) -> _Tracked:
         key = _key(cmd)
@@ -1385,7 +1394,7 @@ def _sendable(tracked: _Tracked, *, logged: bool) -> bool:
     and held in the durable log (``logged``: refused, ``refuse_logged``; not one whose take
     by a run here may have reached the log, which that run settles) or in memory only
     (handed to another runtime, ``hand_off``)."""
-    if tracked.state is not CommandState.DEFERRED:
+    if tracked.state is not _DEFERRED:
         return False
     return tracked.persisted and not tracked.unsure_take if logged else not tracked.persisted
 
@@ -1405,6 +1414,8 @@ def _still_open(tracked: _Tracked, type_: str) -> None:
 #: lookup: an enum call, or its ``terminal`` property, costs more).
 _TERMINAL_OF = {f"steering.{state}": state if state.terminal else None for state in CommandState}
 _TERMINAL = frozenset(state for state in CommandState if state.terminal)
+#: The event type of each state (an f-string of an enum member formats it the slow way).
+_EVENT_OF = {state: f"steering.{state.value}" for state in CommandState}
 
 
 #: The fields of a command ``_events_for`` reads, from its ``__dict__`` (where pydantic keeps
