@@ -30,6 +30,7 @@ and the same events, field for field, either way.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 from enum import IntEnum, StrEnum
@@ -52,6 +53,7 @@ from tinyagents.events.redact import (
 )
 from tinyagents.protocol import (
     PAYLOAD_MODELS,
+    ReceiptStatus,
     SteeringActor,
     SteeringCommand,
     SteeringKind,
@@ -523,13 +525,40 @@ async def test_the_payload_policy_counts_a_payload_its_bound_leaves_in_doubt(ove
     assert receipt.accepted is (over == 0)
 
 
+class _Liar:
+    """A policy of one's own, before the payload policy, that tells it a payload is tiny."""
+
+    policy_id = "liar"
+
+    async def __call__(
+        self, cmd: SteeringCommand, ctx: PolicyContext, call_next: CallNext
+    ) -> Decision:
+        with contextlib.suppress(AttributeError):  # read-only: it cannot
+            ctx.payload_bound = (cmd.payload, 2)  # type: ignore[misc]
+        return await call_next(cmd)
+
+
+async def test_a_policy_cannot_make_the_payload_policy_skip_counting_a_payload() -> None:
+    """``PolicyContext.payload_bound`` was a public field: a policy before the payload policy
+    set it to ``(cmd.payload, 2)`` and a 100 kB payload was accepted, never counted."""
+    big = {"text": "y" * 100_000}
+    async with Runtime(testing=True, policies=PolicyPipeline([_Liar(), *default_policies()])) as rt:
+        await start_run(rt, "r-1")
+        receipt = await rt.submit(make_command("r-1", payload=big))
+    assert receipt.status is ReceiptStatus.REJECTED and receipt.policy_id == "payload"
+    ctx = PolicyContext(target=RunInfo(run_id="r-1"), tree=RunTree())
+    with pytest.raises(AttributeError):
+        ctx.payload_bound = (big, 2)  # type: ignore[misc]
+    assert ctx.payload_bound is None
+
+
 def test_the_payload_policy_takes_a_bound_only_for_the_payload_it_checks() -> None:
     big = make_command("r-1", payload={"text": "y" * 100})
     ctx = PolicyContext(target=RunInfo(run_id="r-1"), tree=RunTree())
     policy = PayloadPolicy(max_text_bytes=64)
-    ctx.payload_bound = (big.payload, 64)  # what the router would know of this payload
+    ctx._payload_bound = (big.payload, 64)  # what the router would know of this payload
     assert policy.check(big, ctx) is None
-    ctx.payload_bound = (ReadOnlyDict(), 2)  # another payload's: counted
+    ctx._payload_bound = (ReadOnlyDict(), 2)  # another payload's: counted
     assert (policy.check(big, ctx) or "").startswith("payload too large")
 
 
@@ -564,8 +593,9 @@ def test_the_routers_policy_context_is_the_one_the_constructor_makes(
         trusted_middleware=trusted,
         task_id=task_id,
         node_id=node_id,
-        payload_bound=payload_bound,
     )
+    assert expected.payload_bound is None  # the router's alone: no argument sets it
+    expected._payload_bound = payload_bound
     assert made == expected
     for f in dataclasses.fields(PolicyContext):  # a field it left unset raises here
         assert getattr(made, f.name) is getattr(expected, f.name)

@@ -307,7 +307,8 @@ class PayloadPolicy(CheckPolicy):
 
     def check(self, cmd: SteeringCommand, ctx: PolicyContext | SenderContext) -> str | None:
         # a SenderContext has no bound: the payload is counted
-        known = ctx.payload_bound if isinstance(ctx, PolicyContext) else None
+        # (the slot, not the property: a call less for every command)
+        known = ctx._payload_bound if isinstance(ctx, PolicyContext) else None
         if known is not None and known[0] is cmd.payload and known[1] <= self.max_text_bytes:
             return None  # the router's bound of this payload is within the limit already
         return self._too_large(cmd)

@@ -77,10 +77,16 @@ class PolicyContext(Record):
     checkpoint_known: bool = True
     task_id: str | None = None
     node_id: str | None = None
-    #: (a payload, at most how many bytes its compact JSON takes), when the router knows it
-    #: already (from the payload's summary for the events, ``payload_summary``): the payload
-    #: policy then need not count that payload itself.
-    payload_bound: tuple[Mapping[str, Any], int] | None = None
+    #: The router's alone (``payload_bound`` reads it): a policy that could set it could tell
+    #: the payload policy a payload is smaller than it is, and have it skip counting it.
+    _payload_bound: tuple[Mapping[str, Any], int] | None = field(default=None, init=False)
+
+    @property
+    def payload_bound(self) -> tuple[Mapping[str, Any], int] | None:
+        """(a payload, at most how many bytes its compact JSON takes), when the router knows
+        it already (from the payload's summary for the events, ``payload_summary``): the
+        payload policy then need not count that payload itself. Read-only."""
+        return self._payload_bound
 
     @classmethod
     def _trusted(
@@ -108,7 +114,7 @@ class PolicyContext(Record):
         ctx.checkpoint_known = True
         ctx.task_id = task_id
         ctx.node_id = node_id
-        ctx.payload_bound = payload_bound
+        ctx._payload_bound = payload_bound
         return ctx
 
 
