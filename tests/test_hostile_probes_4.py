@@ -117,12 +117,24 @@ async def test_a_snapshot_of_a_graph_run_without_a_thread_is_saved_by_every_stor
     its snapshot's ``thread_id`` ``""``; once ``thread_id`` was checked by the id rule, every
     store refused it (``thread_id is blank``) and a durable runtime lost the run. ``""`` is
     "no thread" and saved; a thread id of spaces is still refused."""
-    snap = {**RunInfo(run_id="r", tenant_id="acme").snapshot(), "thread_id": ""}
+    snap = {**RunInfo(run_id="r", tenant_id="acme", kind="graph").snapshot(), "thread_id": ""}
     assert await store.save_runs([snap]) == []
     (loaded,) = await store.load_runs()
     assert loaded["run_id"] == "r" and not loaded.get("thread_id"), loaded
     with pytest.raises(ArgumentError, match="thread_id is blank"):
         await store.save_runs([{**snap, "run_id": "r2", "thread_id": "  "}])
+
+
+async def test_a_snapshot_of_an_agent_run_with_a_blank_thread_id_is_still_refused(
+    store: Store,
+) -> None:
+    """``""`` as "no thread" is a graph run's (one without a checkpointer): the exemption made
+    for it took every run's, and a harness (agent) run's snapshot with ``thread_id`` ``""``,
+    refused before it, was saved."""
+    snap = {**RunInfo(run_id="r", tenant_id="acme").snapshot(), "thread_id": ""}
+    with pytest.raises(ArgumentError, match="thread_id is blank"):
+        await store.save_runs([snap])
+    assert await store.load_runs() == []
 
 
 # -- 2. ids that show as another id --------------------------------------------------------

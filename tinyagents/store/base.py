@@ -570,7 +570,7 @@ def _ids_problem(snapshot: dict[str, Any]) -> str | None:
         value = snapshot.get(key)
         if not isinstance(value, str):  # (the ids are text: ``_snapshot_problem`` said so)
             continue
-        if key == "thread_id" and value == "":
+        if key == "thread_id" and value == "" and snapshot.get("kind") == "graph":
             continue  # a graph run that saves nothing has no thread (``GraphSession``)
         if not value.strip():
             return f"{key} is blank"
