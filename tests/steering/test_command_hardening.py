@@ -843,3 +843,23 @@ def test_submit_judges_any_copy_as_construction_judges_its_fields(update: dict[s
             assert handle.inbox.queue.pending() in ([], [built])
 
     asyncio.run(submit())
+
+
+@pytest.mark.parametrize("node", [" ", "\t", "\u200b", "\u200e\u200f", "\x00"])
+def test_a_graph_node_target_naming_a_node_that_shows_nothing_is_refused(node: str) -> None:
+    """``SteeringTarget.graph_node("r", " ")`` was taken: a node name that shows nothing,
+    which no graph can have (``StateGraph.add_node`` refuses it, ``shows_nothing``), so the
+    command could only fail later, at the run. Refused as the builder refuses the name, by
+    the factory and by a target read from JSON alike."""
+    with pytest.raises(InvalidCommandError, match=r"node.*(blank|visible)"):
+        SteeringTarget.graph_node("r-1", node)
+    with pytest.raises(InvalidCommandError, match=r"node.*(blank|visible)"):
+        SteeringCommand.model_validate(
+            {
+                "kind": "pause",
+                "target": {"type": "graph_node", "run_id": "r-1", "node": node},
+                "actor": {"type": "human", "user_id": "u"},
+                "payload": {},
+            }
+        )
+    assert SteeringTarget.graph_node("r-1", f"a{node}b").node == f"a{node}b"
