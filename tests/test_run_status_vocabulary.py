@@ -162,7 +162,7 @@ def _state_literals(tree: ast.AST) -> list[tuple[int, str]]:
 
 def test_no_module_but_the_protocol_compares_or_passes_a_command_state_as_text() -> None:
     """The router spelled its states as text: ``self._persist(tracked, "rejected", ...)``,
-    ``self._finish(tracked, "failed", ...)``, ``state == "accepted"`` — nineteen of them beside
+    ``self._finish(tracked, "failed", ...)``, ``state == "accepted"`` — fifteen of them beside
     ``CommandState``, as did the runtime (``c.state == "applied"``) and scale-out
     (``stored.state == "deferred"``); a state renamed there would match nothing, silently."""
     copies = []
