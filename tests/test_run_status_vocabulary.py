@@ -7,6 +7,7 @@ day a status is added (the store's copy and scale-out's copy once sat beside two
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 import pytest
 from imports_graph import source_files
@@ -37,16 +38,23 @@ def _literal_sets(tree: ast.AST) -> list[ast.AST]:
     return [n for n in ast.walk(tree) if id(n) not in inside_types]
 
 
-def test_no_module_but_the_protocol_spells_a_set_of_run_statuses() -> None:
+def _spelled_sets(words_of: Callable[[ast.AST], list[str]]) -> list[str]:
+    """Where a module outside the protocol layer spells a set of two or more of the words
+    ``words_of`` finds in a set, tuple or list literal: ``module:line: [words]``."""
     copies = []
     for module, path in source_files().items():
         if module == HOME or module.startswith("tinyagents.testkit"):
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in _literal_sets(tree):
-            words = _status_words(node)
+            words = words_of(node)
             if len(words) >= 2:
                 copies.append(f"{module}:{node.lineno}: {words}")  # type: ignore[attr-defined]
+    return copies
+
+
+def test_no_module_but_the_protocol_spells_a_set_of_run_statuses() -> None:
+    copies = _spelled_sets(_status_words)
     assert not copies, "use tinyagents.protocol's run statuses instead of:\n" + "\n".join(copies)
 
 
@@ -91,23 +99,9 @@ def _command_state_words(node: ast.AST) -> list[str]:
 def test_no_module_but_the_protocol_spells_a_set_of_command_states() -> None:
     """Found spelled again: the dead-run sweep's open states were ``("accepted", "deferred")``
     as text, beside ``CommandState`` (and the CLI's receipts beside ``ReceiptStatus``); a
-    state renamed there would silently match nothing."""
-    copies = []
-    for module, path in source_files().items():
-        if module == HOME or module.startswith("tinyagents.testkit"):
-            continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in _literal_sets(tree):
-            words = _command_state_words(node)
-            if len(words) >= 2:
-                copies.append(f"{module}:{node.lineno}: {words}")  # type: ignore[attr-defined]
-            if (  # store.append_command(cmd, state="accepted")
-                isinstance(node, ast.keyword)
-                and node.arg == "state"
-                and isinstance(node.value, ast.Constant)
-                and node.value.value in COMMAND_STATES
-            ):
-                copies.append(f"{module}:{node.lineno}: state={node.value.value!r}")
+    state renamed there would silently match nothing. (A state passed as text, ``state=
+    "accepted"``, is the next test's.)"""
+    copies = _spelled_sets(_command_state_words)
     assert not copies, "use tinyagents.protocol's CommandState instead of:\n" + "\n".join(copies)
 
 
