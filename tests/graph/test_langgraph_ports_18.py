@@ -934,6 +934,50 @@ async def test_two_sends_of_one_argument_to_a_cached_node(
     assert (await ours.get_state("1")).values["results"][-3:] == ["done 7", "done 7", "done 8"]
 
 
+@pytest.mark.parametrize("fan_out", [1, 2], ids=["one", "two"])
+async def test_a_cached_node_met_again_in_a_later_step_of_the_run_takes_its_entry(
+    checkpointer: Checkpointer, fan_out: int
+) -> None:
+    # the node cache meets a loop: ``work(7)`` runs, a hub, then ``work(7)`` again in a later
+    # step of the same run: that step's task takes the entry the first stored (LangGraph's
+    # too). Found by review: the mark "stored by a peer of this step" was cleared only when a
+    # step ran several tasks, so after a step of one task it stayed, and the later step ran
+    # the node again
+    calls: dict[str, list[int]] = {"ours": [], "theirs": []}
+
+    def build(g: Any) -> Any:
+        side = "ours" if g is OURS else "theirs"
+        policy = CachePolicy if g is OURS else lg_types.CachePolicy
+
+        def work(arg: dict[str, int]) -> Fan:
+            calls[side].append(arg["i"])
+            return {"results": [f"done {arg['i']}"]}
+
+        def again(s: Fan) -> Any:
+            return g.END if len(s["results"]) > fan_out else [g.Send("work", {"i": 7})]
+
+        return (
+            g.StateGraph(Fan)
+            .add_node("work", work, cache_policy=policy())
+            .add_node("hub", lambda s: {})
+            .add_conditional_edges(
+                g.START, lambda s: [g.Send("work", {"i": 7}) for _ in range(fan_out)], ["work"]
+            )
+            .add_edge("work", "hub")
+            .add_conditional_edges("hub", again, ["work", g.END])
+        )
+
+    ours = build(OURS).compile(checkpointer=checkpointer, cache=InMemoryCache())
+    theirs = build(THEIRS).compile(
+        checkpointer=lg_memory.InMemorySaver(), cache=lg_cache.InMemoryCache()
+    )
+    t = [c async for c in theirs.astream({"results": []}, cfg(), stream_mode="updates")]
+    o = [c async for c in ours.stream({"results": []}, thread_id="1", mode="updates")]
+    assert o == t
+    assert calls["ours"] == calls["theirs"] == [7] * fan_out
+    assert o[-2] == {"work": {"results": ["done 7"]}, "__metadata__": {"cached": True}}
+
+
 async def test_a_send_task_timed_out_then_retried_writes_once(checkpointer: Checkpointer) -> None:
     # Send's own timeout meets a retry policy and a reducer: the first attempt of one task
     # outlives its Send's timeout, the retry is quick; its write lands once, in Send order

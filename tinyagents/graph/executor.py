@@ -267,9 +267,10 @@ class GraphRun:
         #: asyncio tasks of the running step, by task id (so one can be cancelled alone)
         self.running: dict[str, asyncio.Task[None]] = {}
         self._step_tasks: StepTasks | None = None  # the running step's (``run_tasks``)
-        #: cache entries the running step's tasks stored (``_call_cached``): no hit for a
-        #: peer of that step, which LangGraph looks up before any of them runs
+        #: cache entries the tasks of step ``_cached_step`` stored (``_call_cached``): no hit
+        #: for a peer of that step, which LangGraph looks up before any of them runs
         self._cached_by_step: set[tuple[Any, str]] = set()
+        self._cached_step = 0
         #: tasks whose asyncio task was left behind, its cancellation unfinished: what it
         #: does if it ever ends changes nothing (``_attempt``); kept until it ends
         self._left_behind: set[Task] = set()
@@ -720,8 +721,6 @@ class GraphRun:
         step = self._step_tasks = StepTasks(
             own_cancel_grace=self.task_hooks is None, on_left=self._left_behind.add
         )
-        if self._cached_by_step:
-            self._cached_by_step = set()
         timeout = self.step_timeout
         try:
             for task in runnable:
@@ -983,6 +982,8 @@ class GraphRun:
         not the first had finished when the second began."""
         key = cached.key_of(self, task)
         stored = (cached.ns, key)
+        if self._cached_step != self.steps:  # a later step: its peers' marks are gone
+            self._cached_step, self._cached_by_step = self.steps, set()
         if stored not in self._cached_by_step and await cached.reuse(self.graph, task, key):
             return True
         await call_node(self, task)
