@@ -489,8 +489,10 @@ async def test_a_store_damaged_past_its_first_page_is_a_store_error_and_one_cli_
 def test_an_inline_model_name_that_shows_nothing_is_refused(name: str) -> None:
     """Found: ``models: {"": openai/x}`` was taken (``validate`` said ok), though a judge
     ``model`` that shows nothing is refused: an entry no spec can name, kept without a
-    word. Refused, as a blank model string is."""
-    with pytest.raises(SupervisorSpecError, match=r"models: a model name must not be blank"):
+    word. Refused, as a blank model string is, by the key's own check (after review: first a
+    check of the whole mapping, which said "'model' names it" and dumped the mapping, placed
+    at the ``models:`` line rather than the key's)."""
+    with pytest.raises(SupervisorSpecError, match=r"models: the key .*: must not be blank"):
         SupervisorSpec.model_validate({"model": "openai/x", "models": {name: "openai/y"}})
 
 

@@ -137,7 +137,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         # the reader closed the pipe (``tinyagents validate f.yaml | head -1``): end with 1,
         # as the commands printing through rich do, and write nothing more into it at exit
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        # (Python's documented way: a second flush at exit would raise again). A broken
+        # pipe of another kind (a socket's) reaches here only unwrapped, which no client
+        # the commands use lets through.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
         return 1
     except ImportError as exc:  # an optional library (fastapi, biscuit_auth, redis...) is not here
         line = missing_extra(exc)

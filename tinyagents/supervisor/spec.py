@@ -358,7 +358,7 @@ class SupervisorSpec(_Strict):
     )
     #: Named models: ``name: provider/model`` or ``name: {model, api_base, api_key_env}``. A
     #: bare judge ``model`` (no ``/``) is looked up here, then in ``models_file``.
-    models: dict[str, str | ModelEntry] = Field(default_factory=dict)
+    models: dict[ShownText, str | ModelEntry] = Field(default_factory=dict)
     #: A YAML file of named models (the same mapping, optionally under a ``models:`` key),
     #: relative to the spec's YAML file (or the working directory).
     models_file: PathText | None = None
@@ -380,9 +380,6 @@ class SupervisorSpec(_Strict):
     def _named_models(cls, value: Any) -> Any:
         if isinstance(value, dict):
             for name, entry in value.items():
-                if isinstance(name, str) and shows_nothing(name):
-                    # a judge ``model`` that shows nothing is refused: none could name it
-                    raise ValueError("a model name must not be blank: 'model' names it")
                 if isinstance(entry, str) and shows_nothing(entry):
                     raise ValueError(f"model {named(name)} must not be blank: name a litellm model")
                 for text in (name, entry):
