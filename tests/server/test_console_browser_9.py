@@ -47,6 +47,30 @@ return Array.from(document.querySelectorAll('[data-testid="sent-command"] td:fir
   .map((e) => Array.from(e.textContent).slice(0, 10).join(""));
 """
 
+#: each steer label sent from the page as [shortened, letters]: whether the instruction in
+#: it ends with "…" inside its isolate and quote, and how many letters (graphemes, the "…"
+#: one of them) it shows of the instruction; counted in the page (a label holding half a
+#: letter cannot be handed back)
+CUTS = """
+const letters = (t) => Array.from(new Intl.Segmenter(undefined, {granularity: "grapheme"})
+  .segment(t)).length;
+return Array.from(document.querySelectorAll('[data-testid="sent-command"] td:first-child'))
+  .map((e) => e.textContent).filter((t) => t.startsWith("steer"))
+  .map((t) => {
+    const held = /^steer: \u201c\u2068([\\s\\S]*)\u2069\u201d$/u.exec(t);
+    const said = held ? held[1] : t;
+    return [said.endsWith("\u2026"), letters(said)];
+  });
+"""
+
+#: the most letters (graphemes) a timeline line shows
+LONGEST_LINE = """
+const seg = new Intl.Segmenter(undefined, {granularity: "grapheme"});
+return Math.max(0, ...Array.from(document.querySelectorAll(
+  '[data-testid="timeline-event"] .ev-text'
+)).map((e) => Array.from(seg.segment(e.textContent)).length));
+"""
+
 
 def test_long_instructions_of_emoji_are_shortened_between_letters_not_inside_one(
     browser: Any, tmp_path: Path
@@ -90,6 +114,9 @@ def test_long_instructions_of_emoji_are_shortened_between_letters_not_inside_one
             wait.until(lambda d: d.execute_script(STEERED) >= 2)
             labels = browser.execute_script(LABELS)
             assert sum(label.startswith("steer") for label in labels) == 2, labels
+            # shortened (201 letters sent): its first 59 letters and "…", 60 in all
+            assert browser.execute_script(CUTS) == [[True, 60], [True, 60]]
+            assert browser.execute_script(LONGEST_LINE) <= 300
             assert browser.execute_script(HALVES) == []
 
 
