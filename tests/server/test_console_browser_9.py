@@ -47,10 +47,10 @@ return Array.from(document.querySelectorAll('[data-testid="sent-command"] td:fir
   .map((e) => Array.from(e.textContent).slice(0, 10).join(""));
 """
 
-#: each steer label sent from the page as [shortened, letters]: whether the instruction in
-#: it ends with "…" inside its isolate and quote, and how many letters (graphemes, the "…"
-#: one of them) it shows of the instruction; counted in the page (a label holding half a
-#: letter cannot be handed back)
+#: each steer label sent from the page as [shortened, letters, expected]: whether the
+#: instruction in it ends with "…" inside its isolate and quote, how many letters (graphemes,
+#: the "…" one of them) it shows of the instruction, and whether what it shows is one of
+#: ``arguments[0]``; told by the page (a label holding half a letter cannot be handed back)
 CUTS = """
 const letters = (t) => Array.from(new Intl.Segmenter(undefined, {granularity: "grapheme"})
   .segment(t)).length;
@@ -59,7 +59,7 @@ return Array.from(document.querySelectorAll('[data-testid="sent-command"] td:fir
   .map((t) => {
     const held = /^steer: \u201c\u2068([\\s\\S]*)\u2069\u201d$/u.exec(t);
     const said = held ? held[1] : t;
-    return [said.endsWith("\u2026"), letters(said)];
+    return [said.endsWith("\u2026"), letters(said), arguments[0].includes(said)];
   });
 """
 
@@ -72,13 +72,26 @@ return Math.max(0, ...Array.from(document.querySelectorAll(
 """
 
 
+#: long instructions, each as its letters (graphemes): emoji after one letter or none (both
+#: cut places of an emoji of two UTF-16 units), a family of three joined by U+200D (five code
+#: points), a flag (two regional indicators), an ``e`` and its combining acute accent
+INSTRUCTIONS = [
+    ["a"] + ["\U0001f600"] * 200,
+    ["\U0001f600"] * 200,
+    ["\U0001f468\u200d\U0001f469\u200d\U0001f467"] * 200,
+    ["\U0001f1eb\U0001f1f7"] * 200,
+    ["e\u0301"] * 200,
+]
+
+
 def test_long_instructions_of_emoji_are_shortened_between_letters_not_inside_one(
     browser: Any, tmp_path: Path
 ) -> None:
     """Found: the page shortens a steer's label to its first 60 UTF-16 units and a timeline
     line to 299; an emoji is two, so an instruction of emoji (after one letter, or none) was
     cut inside one, and the page showed half a letter (a lone surrogate, drawn as a box or
-    ``\ufffd``). Both are cut between letters now, as a proxy's error page already was."""
+    ``\ufffd``). Then, cut between code points, a family of emoji, a flag, a letter and its
+    accent were still cut in two. Both are cut between letters (graphemes) now."""
     from selenium.webdriver.common.by import By
 
     with serve_demo(tmp_path, "--insecure-dev") as (url, printed):
@@ -98,24 +111,23 @@ def test_long_instructions_of_emoji_are_shortened_between_letters_not_inside_one
                     break
             else:
                 pytest.fail("three research children in a row ended before they were paused")
-            for lead in ("a", ""):  # one letter before the emoji, or none: both cut places
+            for letters in INSTRUCTIONS:
                 field = browser.find_element(By.ID, "steer-input")
-                browser.execute_script(
-                    "arguments[0].value = arguments[1]", field, lead + "\U0001f600" * 200
-                )
+                browser.execute_script("arguments[0].value = arguments[1]", field, "".join(letters))
                 field.send_keys(".")  # (typed: the page hears an input)
                 browser_click(browser, "steer-btn")
                 wait.until(
                     lambda d: d.find_element(By.ID, "steer-input").get_attribute("value") == ""
                 )
             wait.until(
-                lambda d: len(d.find_elements(By.CSS_SELECTOR, '[data-testid="sent-command"]')) >= 3
+                lambda d: len(d.find_elements(By.CSS_SELECTOR, '[data-testid="sent-command"]')) >= 6
             )
             wait.until(lambda d: d.execute_script(STEERED) >= 2)
             labels = browser.execute_script(LABELS)
-            assert sum(label.startswith("steer") for label in labels) == 2, labels
-            # shortened (201 letters sent): its first 59 letters and "…", 60 in all
-            assert browser.execute_script(CUTS) == [[True, 60], [True, 60]]
+            assert sum(label.startswith("steer") for label in labels) == 5, labels
+            # shortened (over 200 letters sent): its first 59 letters and "…", 60 in all
+            shown = ["".join(letters[:59]) + "\u2026" for letters in INSTRUCTIONS]
+            assert browser.execute_script(CUTS, shown) == [[True, 60, True]] * 5
             assert browser.execute_script(LONGEST_LINE) <= 300
             assert browser.execute_script(HALVES) == []
 

@@ -126,13 +126,25 @@
     return /^[\x20-\x7e]*$/.test(text) ? text : `\u2068${text.replace(ISOLATES, "")}\u2069`;
   }
 
+  // What a reader counts as one letter (a grapheme): an emoji past U+FFFF (two UTF-16 units),
+  // a family of emoji joined by U+200D, a flag (two regional indicators), a letter and its
+  // combining accents. Without Intl.Segmenter, code points (an emoji still whole).
+  const GRAPHEMES =
+    typeof Intl !== "undefined" && typeof Intl.Segmenter === "function"
+      ? new Intl.Segmenter(undefined, { granularity: "grapheme" })
+      : null;
+
   // ``text`` in at most ``most`` letters: when longer, its first ``most - 1`` and "…". Cut
-  // between letters: one past U+FFFF is two UTF-16 units (an emoji), and a cut between them
-  // showed half a letter.
+  // between letters: a cut inside one showed half of it (a lone surrogate, one of a family,
+  // a flag's half, an accent lost from its letter).
   function clip(text, most) {
     if (text.length <= most) return text;
-    const letters = Array.from(text);
-    return letters.length > most ? `${letters.slice(0, most - 1).join("")}\u2026` : text;
+    const letters = [];
+    for (const piece of GRAPHEMES ? GRAPHEMES.segment(text) : text) {
+      letters.push(typeof piece === "string" ? piece : piece.segment);
+      if (letters.length > most) return `${letters.slice(0, most - 1).join("")}\u2026`;
+    }
+    return text;
   }
 
   function short(id) {
