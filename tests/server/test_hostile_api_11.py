@@ -43,17 +43,20 @@ async def test_a_message_at_the_payload_bound_in_multibyte_letters_is_taken_one_
     served: Served, letter: str
 ) -> None:
     """Held: the bound is UTF-8 bytes of the payload's JSON, as the console counts them: a
-    message of two-byte (``é``) or four-byte (an emoji) letters that fills it exactly is
-    accepted, one letter more is a ``rejected`` receipt of the payload policy, and the run's
-    history says so of each."""
+    message of two-byte (``é``) or four-byte (an emoji) letters, topped up with ASCII so its
+    payload's JSON is exactly the bound, is accepted; one byte more is a ``rejected`` receipt
+    of the payload policy, and the run's history says so of each."""
     run = await served.start_run("acme", think_s=IDLE_S)
     size = len(letter.encode())
     fits = (DEFAULT_MAX_TEXT_BYTES - EMPTY_TEXT) // size
+    full = letter * fits + "a" * ((DEFAULT_MAX_TEXT_BYTES - EMPTY_TEXT) % size)
+    payload = json.dumps({"text": full}, separators=(",", ":"), ensure_ascii=False)
+    assert len(payload.encode()) == DEFAULT_MAX_TEXT_BYTES
     answers = []
-    for n in (fits, fits + 1):
+    for n, message in ((fits, full), (fits + 1, full + "a")):
         r = await served.client.post(
             f"{BASE}/runs/{run.run_id}/steer",
-            json={"message": letter * n, "correlation_id": f"m-{n}"},
+            json={"message": message, "correlation_id": f"m-{n}"},
             headers=served.as_("alice"),
         )
         assert r.status_code == 200, r.text[:300]

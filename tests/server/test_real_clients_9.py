@@ -53,15 +53,19 @@ async def test_two_operators_retrying_one_instruction_with_the_cli_at_once_send_
 async def test_the_clis_instruction_at_the_payload_bound_in_emoji_is_sent_one_more_refused(
     served: Served,
 ) -> None:
-    """An instruction of emoji given on the command line (four UTF-8 bytes each) that fills
-    the payload bound is sent (exit 0); one emoji more is refused by the payload policy:
-    exit 1 and one line saying the bound, not the text."""
+    """An instruction of emoji given on the command line (four UTF-8 bytes each), topped up
+    with ASCII so its payload's JSON is exactly the payload bound, is sent (exit 0); one
+    byte more is refused by the payload policy: exit 1 and one line saying the bound, not
+    the text."""
     run = await served.start_run("acme", think_s=IDLE_S)
     empty = len(json.dumps({"text": ""}, separators=(",", ":")).encode())
-    fits = (DEFAULT_MAX_TEXT_BYTES - empty) // 4
-    code, out, err = await _cli(served, "steer", run.run_id, "\U0001f600" * fits, "--json")
+    full = "\U0001f600" * ((DEFAULT_MAX_TEXT_BYTES - empty) // 4)
+    full += "a" * ((DEFAULT_MAX_TEXT_BYTES - empty) % 4)
+    payload = json.dumps({"text": full}, separators=(",", ":"), ensure_ascii=False)
+    assert len(payload.encode()) == DEFAULT_MAX_TEXT_BYTES
+    code, out, err = await _cli(served, "steer", run.run_id, full, "--json")
     assert code == 0 and json.loads(out)["status"] == "accepted", (code, out, err)
-    code, out, err = await _cli(served, "steer", run.run_id, "\U0001f600" * (fits + 1))
+    code, out, err = await _cli(served, "steer", run.run_id, full + "a")
     assert code == 1, (code, out, err)
     said = (out + err).strip()
     assert "rejected" in said and str(DEFAULT_MAX_TEXT_BYTES) in said, said
