@@ -965,6 +965,8 @@ def test_a_proxys_error_page_is_shown_as_a_short_text(browser: Any, tmp_path: Pa
             ), outcome
             assert "<" not in outcome and "color" not in outcome and "ran" not in outcome
             assert outcome.endswith("\u2026") and len(outcome) < 220, outcome
+            # at most 200 letters, the "…" one of them, as every shortened line of the page
+            assert outcome.startswith("HTTP 502: ") and len(outcome) == 10 + 200, outcome
             sent = browser.find_element(By.CSS_SELECTOR, '[data-testid="sent-command"]')
             assert not sent.find_elements(By.CSS_SELECTOR, "img, h1, script")
             assert browser.title == title

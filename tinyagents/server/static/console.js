@@ -233,14 +233,13 @@
 
   function excerpt(body) {
     // A body that is no JSON, as text: its tags (and what a script or style holds) left
-    // out, its spaces folded, cut to 200 characters. It is only ever shown as text.
+    // out, its spaces folded, in at most 200 letters (``clip``). It is only ever shown as text.
     const words = String(body)
       .replace(/<(script|style)\b[\s\S]*?<\/\1\s*>/gi, " ")
       .replace(/<[^>]*>/g, " ")
       .replace(/\s+/g, " ")
       .trim();
-    const chars = Array.from(words); // (a character past U+FFFF is not cut in two)
-    return chars.length > 200 ? `${chars.slice(0, 200).join("")}\u2026` : words;
+    return clip(words, 200);
   }
 
   function nextLink(header) {
