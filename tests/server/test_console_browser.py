@@ -1299,6 +1299,25 @@ def fresh(agent: str, *, child: bool) -> Callable[[Any], Any]:
     return find
 
 
+def pause_a_research_child(driver: Any, wait: Any) -> str:
+    """Pause a fresh ``research`` child from the page (its row clicked, then Pause) and wait
+    until it shows ``paused``; one that ends first is let go, three tries in all. Its run id."""
+    from selenium.webdriver.common.by import By
+
+    for _ in range(3):
+        row = wait.until(fresh("research", child=True))
+        run_id = str(row.get_attribute("data-run-id"))
+        row.click()
+        wait.until(lambda d, r=run_id: d.find_element(By.ID, "run-id").text == r)
+        browser_click(driver, "pause-btn")
+        assert wait.until(lambda d: _sent(d, "pause"))["receipt"] == "accepted"
+        status = driver.find_element(By.ID, "run-status")
+        wait.until(lambda d, s=status: s.text in ("paused", "completed", "cancelled", "failed"))
+        if status.text == "paused":
+            return run_id
+    pytest.fail("three research children in a row ended before they could be paused")
+
+
 def _refund_question_row(driver: Any) -> Any:
     """The demo's refund-approval task row once its question is waiting (for ``wait.until``)."""
     from selenium.webdriver.common.by import By

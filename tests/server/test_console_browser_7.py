@@ -15,6 +15,7 @@ from test_console_browser import (
     _sent,
     browser,
     fresh,
+    pause_a_research_child,
     screenshot_on_failure,
     serve_demo,
     token_cli,
@@ -349,19 +350,7 @@ def test_a_colleagues_cancel_from_the_cli_is_shown_as_the_end_of_the_pages_comma
     with serve_demo(tmp_path) as (url, printed), screenshot_on_failure(browser, tmp_path, printed):
         wait = waiter(browser)
         browser.get(url)
-        for _ in range(3):
-            row = wait.until(fresh("research", child=True))
-            run_id = row.get_attribute("data-run-id")
-            row.click()
-            wait.until(lambda d, r=run_id: d.find_element(By.ID, "run-id").text == r)
-            browser_click(browser, "pause-btn")
-            assert wait.until(lambda d: _sent(d, "pause"))["receipt"] == "accepted"
-            status = browser.find_element(By.ID, "run-status")
-            wait.until(lambda d, s=status: s.text in ("paused", "completed", "cancelled", "failed"))
-            if status.text == "paused":
-                break
-        else:
-            pytest.fail("three research children in a row ended before they could be paused")
+        run_id = pause_a_research_child(browser, wait)
         browser.find_element(By.ID, "steer-input").send_keys("focus only on billing evidence")
         browser_click(browser, "steer-btn")
         steer = wait.until(lambda d: _sent(d, "steer"))
@@ -380,7 +369,7 @@ def test_a_colleagues_cancel_from_the_cli_is_shown_as_the_end_of_the_pages_comma
         assert done.returncode == 0, done.stdout + done.stderr
         assert '"accepted"' in done.stdout, done.stdout
 
-        wait.until(lambda d: status.text == "cancelled")
+        wait.until(lambda d: d.find_element(By.ID, "run-status").text == "cancelled")
         cid = steer["correlation_id"]
         assert wait.until(lambda d: _terminal(d, cid)) == "steering.superseded"
         outcome = browser.find_element(

@@ -13,7 +13,7 @@ from test_console_browser import (
     _sent,
     browser,
     browser_click,
-    fresh,
+    pause_a_research_child,
     screenshot_on_failure,
     serve_demo,
     waiter,
@@ -98,19 +98,7 @@ def test_long_instructions_of_emoji_are_shortened_between_letters_not_inside_one
         with screenshot_on_failure(browser, tmp_path, printed):
             wait = waiter(browser)
             browser.get(url)
-            for _ in range(3):  # paused, it takes instructions while the test sends them
-                row = wait.until(fresh("research", child=True))
-                run_id = row.get_attribute("data-run-id")
-                row.click()
-                wait.until(lambda d, r=run_id: d.find_element(By.ID, "run-id").text == r)
-                browser_click(browser, "pause-btn")
-                assert wait.until(lambda d: _sent(d, "pause"))["receipt"] == "accepted"
-                status = browser.find_element(By.ID, "run-status")
-                wait.until(lambda d, s=status: s.text in ("paused", "completed", "failed"))
-                if status.text == "paused":
-                    break
-            else:
-                pytest.fail("three research children in a row ended before they were paused")
+            pause_a_research_child(browser, wait)
             for letters in INSTRUCTIONS:
                 field = browser.find_element(By.ID, "steer-input")
                 browser.execute_script("arguments[0].value = arguments[1]", field, "".join(letters))
@@ -154,19 +142,7 @@ def test_the_timeline_under_a_burst_of_instructions_keeps_its_newest_events_each
         with screenshot_on_failure(browser, tmp_path, printed):
             wait = waiter(browser)
             browser.get(url)
-            for _ in range(3):
-                row = wait.until(fresh("research", child=True))
-                run_id = row.get_attribute("data-run-id")
-                row.click()
-                wait.until(lambda d, r=run_id: d.find_element(By.ID, "run-id").text == r)
-                browser_click(browser, "pause-btn")
-                assert wait.until(lambda d: _sent(d, "pause"))["receipt"] == "accepted"
-                status = browser.find_element(By.ID, "run-status")
-                wait.until(lambda d, s=status: s.text in ("paused", "completed", "failed"))
-                if status.text == "paused":
-                    break
-            else:
-                pytest.fail("three research children in a row ended before they were paused")
+            run_id = pause_a_research_child(browser, wait)
             steer = f"{url.rstrip('/')}/api/agents/runs/{run_id}/steer"
 
             def send(i: int) -> str:
@@ -206,19 +182,7 @@ def test_an_instruction_sent_as_another_operator_cancels_the_run_is_shown_failed
         with screenshot_on_failure(browser, tmp_path, printed):
             wait = waiter(browser)
             browser.get(url)
-            for _ in range(3):
-                row = wait.until(fresh("research", child=True))
-                run_id = row.get_attribute("data-run-id")
-                row.click()
-                wait.until(lambda d, r=run_id: d.find_element(By.ID, "run-id").text == r)
-                browser_click(browser, "pause-btn")
-                assert wait.until(lambda d: _sent(d, "pause"))["receipt"] == "accepted"
-                status = browser.find_element(By.ID, "run-status")
-                wait.until(lambda d, s=status: s.text in ("paused", "completed", "failed"))
-                if status.text == "paused":
-                    break
-            else:
-                pytest.fail("three research children in a row ended before they were paused")
+            run_id = pause_a_research_child(browser, wait)
             field = browser.find_element(By.ID, "steer-input")
             browser.execute_script("arguments[0].value = arguments[1]", field, "wrap it up")
             field.send_keys("!")
