@@ -28,6 +28,7 @@ import pytest
 import requests
 import test_console_browser
 from operator_server import BASE, Served, eventually
+from serve_process import free_port
 from test_console_browser import waiter
 from test_serve import ENV
 from test_sse import parse
@@ -160,12 +161,6 @@ async def test_a_cross_origin_preflight_is_refused(served: Served) -> None:
 chromium = test_console_browser.browser
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _serve_demo(
     port: int, store: str, cwd: Path, *, think_s: str = ENV["TINYAGENTS_DEMO_THINK_S"]
 ) -> tuple[subprocess.Popen[str], str]:
@@ -277,7 +272,7 @@ def test_an_sse_client_reconnecting_across_a_serve_restart_sees_every_event_once
     follows its event stream, and started again on the same port and store: the client,
     reconnecting with ``Last-Event-ID`` as ``EventSource`` does, is told it resumes in the
     same log after its last id, and has every event of the log, in order, each once."""
-    port, store = _free_port(), f"sqlite:///{tmp_path / 'runs.db'}"
+    port, store = free_port(), f"sqlite:///{tmp_path / 'runs.db'}"
     url = f"http://127.0.0.1:{port}{BASE}/events"
     proc, token = _serve_demo(port, store, tmp_path)
     client = Reconnecting(url, token)
@@ -372,7 +367,7 @@ def test_the_consoles_timeline_goes_on_across_a_serve_restart_each_event_once(
     after the last event it showed."""
     from selenium.webdriver.common.by import By
 
-    port, store = _free_port(), f"sqlite:///{tmp_path / 'runs.db'}"
+    port, store = free_port(), f"sqlite:///{tmp_path / 'runs.db'}"
     proc, token = _serve_demo(port, store, tmp_path, think_s="3")
     try:
         wait = waiter(chromium)
@@ -464,7 +459,7 @@ def test_seven_console_tabs_load_and_the_first_goes_on_where_it_left_off(
     missing none and showing none twice."""
     from selenium.webdriver.common.by import By
 
-    port, store = _free_port(), f"sqlite:///{tmp_path / 'runs.db'}"
+    port, store = free_port(), f"sqlite:///{tmp_path / 'runs.db'}"
     proc, token = _serve_demo(port, store, tmp_path, think_s="3")
     url = f"http://127.0.0.1:{port}/#token={token}"
     timeline = (
