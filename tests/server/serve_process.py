@@ -43,7 +43,13 @@ def serving(
     ready within ``wait_s`` (a bound on a hang, not a timing); at the end it is terminated,
     killed after ``stop_s``."""
     proc = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",  # (a byte that is no UTF-8 would end the reader thread)
+        env=env,
+        cwd=cwd,
     )
     assert proc.stdout is not None
     lines: list[str] = []
