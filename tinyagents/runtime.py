@@ -1232,7 +1232,7 @@ class Runtime:
         unknown: list[str] = []
         try:
             for w in waiting:
-                if w in restored and await self.store.load_run(w) is None:
+                if w in restored and await self._load_run(w) is None:
                     if not await self._accepted_live(w):
                         unknown.append(w)
                 elif await self._started_below(w, run_id):
@@ -1280,7 +1280,7 @@ class Runtime:
         seen: set[str] = set()
         while run_id not in seen and len(seen) < 64:  # a tree is never deeper (max_depth)
             seen.add(run_id)
-            snapshot = await self.store.load_run(run_id)
+            snapshot = await self._load_run(run_id)
             parent = snapshot.get("parent_run_id") if snapshot is not None else None
             if parent is None:
                 return False
@@ -1393,20 +1393,42 @@ class Runtime:
             assert live is not None
             self._unsaved.extend(live.snapshot(i) for i in infos)
 
+    def released_snapshot(self, run_id: str) -> dict[str, Any] | None:
+        """The final snapshot of run ``run_id`` if this runtime released it (``forget``, the
+        retention window) and its durable store does not have it yet: the store gets it at
+        the runtime's next snapshot tick (``SNAPSHOT_EVERY_S``) and holds until then an older
+        row of the run (an agent run's claim) or none (a graph run's), so a reader of the
+        store asks here first and a released run reads at once. None for a run in memory, a
+        saved one, one another runtime took over, and an unknown id."""
+        if not self._unsaved or self._rows.get(run_id) is False:
+            return None
+        for snapshot in reversed(self._unsaved):
+            if snapshot["run_id"] == run_id:
+                return dict(snapshot)
+        return None
+
+    async def _load_run(self, run_id: str) -> dict[str, Any] | None:
+        """The run's snapshot as the store holds it once saved: a released run's final one
+        not saved yet (``released_snapshot``), else the store's."""
+        released = self.released_snapshot(run_id)
+        return released if released is not None else await self.store.load_run(run_id)
+
     async def _save_unsaved(self, *, strict: bool = False) -> None:
         """Save the released runs' snapshots; on failure they stay due, and only ``strict``
-        (an explicit ``flush``) raises: a run's end must not fail for its snapshot."""
+        (an explicit ``flush``) raises: a run's end must not fail for its snapshot. They
+        stay in ``_unsaved`` until saved (``released_snapshot`` reads them meanwhile);
+        those released during the save are after them there."""
         async with self._saving:
             if not self._unsaved:
                 return
-            snapshots, self._unsaved = self._unsaved, []
+            snapshots = list(self._unsaved)
             try:
                 await self._save(snapshots)
+                self._unsaved = self._unsaved[len(snapshots) :]
                 for s in snapshots:  # their final snapshot: this runtime saves them no more
                     if s["run_id"] not in self.runs and s["run_id"] not in self._claims:
                         self._rows.pop(s["run_id"], None)
             except Exception as exc:
-                self._unsaved.extend(snapshots)
                 if strict:
                     raise
                 _log.warning("could not save %d released run snapshot(s): %s", len(snapshots), exc)

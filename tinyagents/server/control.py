@@ -358,8 +358,11 @@ class Control:
         def seen() -> bool:  # found, and the asker's (else: looked for further)
             return snap is not None and (tenant_id is None or snap["tenant_id"] == tenant_id)
 
-        if self.runtime is not None and run_id in self.runtime.runs:
-            snap = self.runtime.live_snapshots([run_id])[0]
+        if self.runtime is not None:
+            if run_id in self.runtime.runs:
+                snap = self.runtime.live_snapshots([run_id])[0]
+            else:  # released here, its final snapshot not in the store yet: this is the run
+                snap = self.runtime.released_snapshot(run_id)
         if not seen() and self.redis is not None:
             try:
                 heard = await self.redis.get_run(run_id)
@@ -687,6 +690,7 @@ class Control:
             timeout_s=self.receipt_timeout_s,
             listing_wait_s=listing_wait_s,
             no_run=no_run,
+            released=runtime.released_snapshot if runtime is not None else None,
         )
 
 

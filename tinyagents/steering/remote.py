@@ -66,6 +66,7 @@ async def submit_through_store(
     timeout_s: float = 5.0,
     listing_wait_s: float = LISTING_WAIT_S,
     no_run: Callable[[SteeringCommand], Awaitable[SteeringReceipt]] | None = None,
+    released: Callable[[str], dict[str, Any] | None] | None = None,
 ) -> SteeringReceipt:
     """The receipt the owning runtime gives ``cmd``; raises ``ReceiptTimeout`` when none
     comes within ``timeout_s`` (the command may still be applied later), and ``StoreError``
@@ -78,9 +79,13 @@ async def submit_through_store(
     ``no_run``: what becomes of a thread command that finds no run of its thread (of its
     sender's tenant) in the store once the listing wait is over, instead of ``rejected``
     "not found": a sender with a runtime of its own defers it there for the thread's next
-    run, as one process does (``Control``)."""
+    run, as one process does (``Control``).
+
+    ``released``: run id -> the final snapshot of a run the sender's own runtime released
+    and has not saved yet (``Runtime.released_snapshot``), read before the store, whose row
+    of that run is older (or missing) until that runtime's next snapshot tick."""
     cmd = checked(cmd)
-    snapshot = await listed_snapshot(store, cmd, wait_s=listing_wait_s)
+    snapshot = await listed_snapshot(store, cmd, wait_s=listing_wait_s, released=released)
     if snapshot is None and no_run is not None and isinstance(cmd.target, ThreadTarget):
         return await no_run(cmd)
     refusal = refuse(cmd, snapshot)
@@ -124,7 +129,11 @@ async def submit_through_store(
 
 
 async def listed_snapshot(
-    store: Store, cmd: SteeringCommand, *, wait_s: float = LISTING_WAIT_S
+    store: Store,
+    cmd: SteeringCommand,
+    *,
+    wait_s: float = LISTING_WAIT_S,
+    released: Callable[[str], dict[str, Any] | None] | None = None,
 ) -> dict[str, Any] | None:
     """``target_snapshot``, looked for again until ``wait_s`` have passed while there is none
     the sender may see or its owner is silent: a run another process started a moment ago
@@ -132,11 +141,17 @@ async def listed_snapshot(
     that does not exist. Another tenant's run is ``None`` and waits as long, so the answer
     tells it apart from an unknown run by nothing; a silent owner's run, and a run its
     runtime released (the thread continued elsewhere a moment ago is listed with its new
-    owner at that owner's next write), are returned at the end, for ``refuse`` to answer."""
+    owner at that owner's next write), are returned at the end, for ``refuse`` to answer.
+    ``released``: as for ``submit_through_store``, asked before the store."""
     deadline = time.monotonic() + wait_s
+    target = cmd.target
     while True:
+        snapshot = None
+        if released is not None and not isinstance(target, ThreadTarget):
+            snapshot = released(target.run_id)  # newer than the store's row of it
         try:
-            snapshot = await target_snapshot(store, cmd)
+            if snapshot is None:
+                snapshot = await target_snapshot(store, cmd)
         except DamagedData as exc:
             # another tenant's damaged run is no run to the sender, as its readable one is
             if isinstance(cmd.actor, HumanActor) and exc.tenant_id != cmd.actor.tenant_id:
