@@ -8,12 +8,13 @@ test lets it), so the window is as wide as the test needs: no sleep, no timing."
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 from operator_server import BASE, IDLE_S, Served, eventually
 
 from tinyagents import SteeringActor, SteeringCommand, SteeringKind, SteeringTarget
+from tinyagents.graph import END, START, StateGraph
 
 
 def _held(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -118,3 +119,41 @@ async def test_the_library_answers_a_released_run_alike_before_and_after_its_sav
     assert (await rt.submit(cmd("lib-1"))).status == "duplicate"
     after = await rt.submit(cmd("lib-2"))
     assert (before.status, before.reason) == (after.status, after.reason)
+
+
+class Box(TypedDict, total=False):
+    n: int
+
+
+async def once(state: Box) -> Box:
+    return {"n": state.get("n", 0) + 1}
+
+
+async def test_a_released_graph_run_the_store_never_saved_reads_and_refuses_at_once(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Held: a graph run (it claims no row: the store has none of it until a snapshot tick)
+    started and finished with every snapshot write held, then released, is in neither the
+    runtime's memory nor the store; it reads all the same (finished, to its tenant alone) and
+    a command to it is ``rejected`` (target finished), not a 404."""
+
+    async def not_yet(**_: Any) -> None:
+        return None
+
+    monkeypatch.setattr(served.runtime, "write_live_snapshots", not_yet)
+    _held(served, monkeypatch)
+    graph = StateGraph(Box).add_node("once", once).add_edge(START, "once").add_edge("once", END)
+    run = await served.runtime.start_graph(graph.compile(), {"n": 0}, tenant_id="acme")
+    await run.result()
+    served.runtime.forget(run.run_id)
+    assert await served.runtime.store.load_run(run.run_id) is None
+    r = await served.client.get(f"{BASE}/runs/{run.run_id}", headers=served.as_("alice"))
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "completed", r.text
+    foreign = await served.client.get(f"{BASE}/runs/{run.run_id}", headers=served.as_("bob"))
+    assert foreign.status_code == 404, foreign.text
+    new = await served.client.post(
+        f"{BASE}/runs/{run.run_id}/steer", json={"message": "after"}, headers=served.as_("alice")
+    )
+    assert new.json()["status"] == "rejected", new.text
+    assert "finished" in new.json()["reason"], new.text
