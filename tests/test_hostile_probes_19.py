@@ -496,6 +496,14 @@ def test_an_inline_model_name_that_shows_nothing_is_refused(name: str) -> None:
         SupervisorSpec.model_validate({"model": "openai/x", "models": {name: "openai/y"}})
 
 
+def test_an_inline_model_entry_holding_a_lone_surrogate_is_told_it_is_no_utf8() -> None:
+    """Found by review: ``models: {judge: "\\ud800"}`` was told the entry "must not be blank"
+    (a lone surrogate shows nothing either, and that check ran first), as an agent's name
+    was before it: it is told the text is no UTF-8."""
+    with pytest.raises(SupervisorSpecError, match=r"model 'judge': text is not valid UTF-8"):
+        SupervisorSpec.model_validate({"model": "openai/x", "models": {"judge": "\ud800"}})
+
+
 @pytest.mark.parametrize(
     ("text", "says"),
     [

@@ -613,6 +613,17 @@ class Fan(TypedDict, total=False):
     results: Annotated[list[str], operator.add]
 
 
+def _counted_work(calls: list[int]) -> Any:
+    """A ``Send`` target that writes ``done {i}`` for its argument's ``i``, appended to
+    ``calls`` each time it runs (not when the cache answers for it)."""
+
+    def work(arg: dict[str, int]) -> Fan:
+        calls.append(arg["i"])
+        return {"results": [f"done {arg['i']}"]}
+
+    return work
+
+
 async def test_send_fan_out_into_a_reducer_with_a_task_retried(checkpointer: Checkpointer) -> None:
     # Send meets a reducer and a retry policy: the sent task that fails once is run again,
     # its write lands once, in the order of the Sends (not the order the tasks finished)
@@ -897,9 +908,7 @@ async def test_two_sends_of_one_argument_to_a_cached_node(
         side = "ours" if g is OURS else "theirs"
         policy = CachePolicy if g is OURS else lg_types.CachePolicy
 
-        def work(arg: dict[str, int]) -> Fan:
-            calls[side].append(arg["i"])
-            return {"results": [f"done {arg['i']}"]}
+        work = _counted_work(calls[side])
 
         async def awork(arg: dict[str, int]) -> Fan:
             await asyncio.sleep(0.01)
@@ -949,9 +958,7 @@ async def test_a_cached_node_met_again_in_a_later_step_of_the_run_takes_its_entr
         side = "ours" if g is OURS else "theirs"
         policy = CachePolicy if g is OURS else lg_types.CachePolicy
 
-        def work(arg: dict[str, int]) -> Fan:
-            calls[side].append(arg["i"])
-            return {"results": [f"done {arg['i']}"]}
+        work = _counted_work(calls[side])
 
         def again(s: Fan) -> Any:
             return g.END if len(s["results"]) > fan_out else [g.Send("work", {"i": 7})]

@@ -769,6 +769,57 @@ async def test_a_steer_sent_while_a_valid_answer_is_validated_gets_another_turn(
     assert result.output == ("answer 2" if through == "text" else OutputModel(x=2, y="a"))
 
 
+@pytest.mark.parametrize("through", ["text", "output tool"])
+@pytest.mark.parametrize("kind", ["pause", "cancel"])
+async def test_a_pause_or_cancel_sent_while_a_valid_answer_is_validated_takes_effect_there(
+    through: str, kind: str
+) -> None:
+    # as a steering message does (above): a pause sent while the answer is validated parks
+    # the run at that boundary (it completes on its answer once resumed), a cancel ends it
+    # ``cancelled`` with the answer as its output. On a text answer the run completed and
+    # the command failed "target finished before delivery" (docs/harness.md)
+    async with Runtime(testing=True) as rt:
+        handles: list[Any] = []
+        receipts: list[Any] = []
+        seen: list[ModelRequest] = []
+
+        def answer(request: ModelRequest) -> Any:
+            seen.append(request)
+            if through == "text":
+                return f"answer {len(seen)}"
+            return tool_call("final_result", x=len(seen), y="a")
+
+        output_type: Any = str if through == "text" else ToolOutput(OutputModel)
+        agent = Agent("a", FunctionModel(answer), output_type=output_type)
+
+        @agent.output_validator
+        async def check(ctx: RunContext, output: Any) -> Any:
+            if not receipts:
+                send = handles[0].pause if kind == "pause" else handles[0].cancel
+                receipts.append(await send(delivery="next_boundary"))
+                await asyncio.sleep(0)
+            return output
+
+        handle = await rt.start(agent, "go")
+        handles.append(handle)
+        if kind == "pause":
+            while handle.info.status is not RunStatus.PAUSED:
+                assert not handle.info.status.finished, handle.info.status
+                await asyncio.sleep(0.01)  # (until parked: no timing asserted)
+            assert (await handle.resume()).status == "accepted"
+        result = await handle.result()
+    assert receipts[0].status == "accepted"
+    assert len(seen) == 1
+    if kind == "pause":
+        assert result.status is RunStatus.COMPLETED, result.error
+        assert result.output == ("answer 1" if through == "text" else OutputModel(x=1, y="a"))
+    else:
+        assert result.status is RunStatus.CANCELLED, result.error
+        # (a cancelled run's output is what its model last said, as text: an output tool's
+        # arguments unvalidated, as before this fix)
+        assert result.output == ("answer 1" if through == "text" else '{"x": 1, "y": "a"}')
+
+
 async def test_a_steer_sent_while_a_reopened_runs_answer_is_validated_again_gets_a_turn(
     rt: Runtime,
 ) -> None:

@@ -380,11 +380,11 @@ class SupervisorSpec(_Strict):
     def _named_models(cls, value: Any) -> Any:
         if isinstance(value, dict):
             for name, entry in value.items():
-                if isinstance(entry, str) and shows_nothing(entry):
-                    raise ValueError(f"model {named(name)} must not be blank: name a litellm model")
-                for text in (name, entry):
+                for text in (name, entry):  # (first: a lone surrogate shows nothing too)
                     if isinstance(text, str) and not encodes_as_utf8(text):
                         raise ValueError(f"model {named(name)}: {_NOT_UTF8}")
+                if isinstance(entry, str) and shows_nothing(entry):
+                    raise ValueError(f"model {named(name)} must not be blank: name a litellm model")
         return value
 
     def _check_whole(self, info: ValidationInfo) -> None:
