@@ -21,9 +21,11 @@ command, every field by position) makes the context the constructor makes.
 
 A chain made only of inline checks (the default pipeline) is run by the router check by check,
 without ``chain.decide``: the same commands through the same policies folded the long way must
-get the same receipts and the same events. It accepts a command with nothing to await
-(``_accept_now``: no store, a live run whose queue takes it) without ``_accept``'s coroutine:
-any sequence of commands to live, child, strict and finished runs must get the same receipts
+get the same receipts and the same events. It decides a command with nothing to await
+(``_evaluate_now``: no checkpoint to look up, no store, a live run) without ``_evaluate``'s
+coroutine, and accepts one whose queue takes it (``_accept_now``) without ``_accept``'s: any
+sequence of commands to live, child, strict and finished runs, from senders with and without
+the authority, with payloads too large and checkpoints to check, must get the same receipts
 and the same events, field for field, either way.
 """
 
@@ -601,8 +603,10 @@ def test_the_routers_policy_context_is_the_one_the_constructor_makes(
         assert getattr(made, f.name) is getattr(expected, f.name)
 
 
-# Where a command goes (``_accept_now``'s cases): a live run, a child (its parent hears of it),
-# a run whose queue refuses a second redirect, and a finished run (its queue is awaited).
+# Where a command goes (``_evaluate_now``'s and ``_accept_now``'s cases): a live run, a child
+# (its parent hears of it), a run whose queue refuses a second redirect, and a finished run
+# (its queue is awaited); sent as usual, by a sender without the authority, with a payload
+# too large, or with a checkpoint to look up (the long way).
 ACCEPT_TARGETS = ["r-1", "child", "strict", "done"]
 ACCEPT_KINDS = [
     SteeringKind.ADD_INSTRUCTION,
@@ -616,23 +620,36 @@ accept_steps = st.lists(
         st.sampled_from(ACCEPT_KINDS),
         st.integers(min_value=0, max_value=20),  # correlation id: some repeat
         st.integers(min_value=0, max_value=3).map(lambda n: n == 0),  # a boundary after it
+        # mostly as usual: queues fill only with commands accepted
+        st.sampled_from(["usual"] * 5 + ["stranger", "large", "checkpoint"]),
     ),
-    max_size=12,
+    min_size=3,
+    max_size=16,
 )
 
 
-def _accept_command(run_id: str, kind: SteeringKind, n: int) -> SteeringCommand:
-    payload = {"instruction": "go elsewhere"} if kind is SteeringKind.REDIRECT else None
-    return make_command(run_id, kind, payload, correlation_id=f"c-{n}")
+def _accept_command(run_id: str, kind: SteeringKind, n: int, how: str) -> SteeringCommand:
+    payload: dict[str, Any] | None = None
+    if kind is SteeringKind.REDIRECT:
+        payload = {"instruction": "go elsewhere"}
+    if how == "large":  # the payload policy refuses it
+        kind, payload = SteeringKind.ADD_INSTRUCTION, {"text": "x" * 20_000}
+    fields: dict[str, Any] = {"correlation_id": f"c-{n}"}
+    if how == "stranger":
+        fields["actor"] = SteeringActor.human("eve", tenant_id="default", scopes=[])
+    if how == "checkpoint":
+        fields["checkpoint_id"] = "ck-1"
+    return make_command(run_id, kind, payload, **fields)
 
 
 async def _accept_run(
-    steps: list[tuple[str, SteeringKind, int, bool]], without_coroutine: bool
+    steps: list[tuple[str, SteeringKind, int, bool, str]], without_coroutine: bool
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     sink = MemorySink()
     with use_clock(FakeClock()), use_ids(SequentialIds()):
-        async with Runtime(sinks=[sink], max_queued=2) as rt:
-            if not without_coroutine:  # every command the long way, through ``_accept``
+        async with Runtime(sinks=[sink], max_queued=1) as rt:
+            if not without_coroutine:  # every command the long way: ``_evaluate``, ``_accept``
+                rt.router._evaluate_now = lambda *args: None  # type: ignore[method-assign]
                 rt.router._accept_now = lambda *args: None  # type: ignore[method-assign]
             handles = {
                 "r-1": await start_run(rt, "r-1"),
@@ -642,8 +659,8 @@ async def _accept_run(
             }
             await finish_run(rt, handles["done"])
             receipts = []
-            for run_id, kind, n, boundary in steps:
-                receipt = await rt.submit(_accept_command(run_id, kind, n))
+            for run_id, kind, n, boundary, how in steps:
+                receipt = await rt.submit(_accept_command(run_id, kind, n, how))
                 receipts.append(receipt.model_dump())
                 if boundary:
                     apply_ready(handles[run_id])
@@ -652,30 +669,37 @@ async def _accept_run(
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=accept_steps)
-def test_accepting_without_a_coroutine_gives_what_accept_gives(
-    steps: list[tuple[str, SteeringKind, int, bool]],
+def test_deciding_without_a_coroutine_gives_what_evaluate_gives(
+    steps: list[tuple[str, SteeringKind, int, bool, str]],
 ) -> None:
     short = asyncio.run(_accept_run(steps, without_coroutine=True))
     long = asyncio.run(_accept_run(steps, without_coroutine=False))
     assert short == long
 
 
-async def test_a_live_run_takes_a_command_without_a_coroutine() -> None:
-    """The usual command is accepted by ``_accept_now`` (or it would only test the long way)."""
+async def test_a_live_run_decides_a_command_without_a_coroutine() -> None:
+    """The usual command, and one its policies refuse, is decided by ``_evaluate_now``; one
+    with a checkpoint to look up is left to ``_evaluate`` (else the test would only compare the
+    long way with itself)."""
+    stranger = SteeringActor.human("eve", tenant_id="default", scopes=[])
     async with Runtime() as rt:
         await start_run(rt, "r-1")
         taken: list[bool] = []
-        accept_now = rt.router._accept_now
+        evaluate_now = rt.router._evaluate_now
 
         def spy(*args: Any) -> SteeringReceipt | None:
-            receipt = accept_now(*args)
+            receipt = evaluate_now(*args)
             taken.append(receipt is not None)
             return receipt
 
-        rt.router._accept_now = spy  # type: ignore[method-assign]
-        receipt = await rt.submit(make_command("r-1"))
-    assert receipt.status.value == "accepted"
-    assert taken == [True]
+        rt.router._evaluate_now = spy  # type: ignore[method-assign]
+        receipts = [
+            await rt.submit(make_command("r-1")),
+            await rt.submit(make_command("r-1", actor=stranger)),
+            await rt.submit(make_command("r-1", checkpoint_id="ck-1")),
+        ]
+    assert [r.status.value for r in receipts] == ["accepted", "rejected", "rejected"]
+    assert taken == [True, True, False]
 
 
 secret_like_keys = st.sampled_from(

@@ -62,6 +62,7 @@ from tinyagents.steering.policies import (
     not_found,
 )
 from tinyagents.steering.policy import (
+    PolicyChain,
     PolicyContext,
     PolicyPipeline,
     SenderContext,
@@ -294,6 +295,9 @@ class SteeringRouter:
             evaluating = self._evaluating
             evaluating[run_id] = evaluating.get(run_id, 0) + 1
             try:
+                receipt = self._evaluate_now(tracked, handle)
+                if receipt is not None:
+                    return receipt
                 return await self._evaluate(tracked, handle)
             finally:
                 left = evaluating[run_id] - 1
@@ -903,7 +907,8 @@ class SteeringRouter:
             "queue",
         )
 
-    async def _evaluate(self, tracked: _Tracked, handle: RunHandle) -> SteeringReceipt:
+    def _context_for(self, tracked: _Tracked, handle: RunHandle) -> PolicyContext:
+        """The context ``tracked``'s command is decided in, for ``handle``'s run."""
         cmd = tracked.cmd
         target = cmd.target
         # ``_task_and_node`` and ``_trusted_middleware`` asked only when they can say more
@@ -913,7 +918,7 @@ class SteeringRouter:
         else:
             task_id, node_id = _task_and_node(target)
         # by position (``PolicyContext(...)``'s keywords cost as much again as building it)
-        ctx = _policy_context(
+        return _policy_context(
             handle.info,
             self.registry.tree,
             self.testing,
@@ -924,15 +929,55 @@ class SteeringRouter:
             # the payload's one walk: its summary for the events, its size for the policies
             _summarized(tracked, cmd.payload),
         )
+
+    def _chain(self, handle: RunHandle) -> PolicyChain:
+        """The pipeline's chain for ``handle``'s run, with the run's own policies."""
+        run_policies = handle.own_policies
+        if run_policies:  # folded once per run (again only if either list changes)
+            chain = handle.policy_chain = self.pipeline.chain(run_policies, handle.policy_chain)
+            return chain
+        return self.pipeline.chain()
+
+    def _evaluate_now(self, tracked: _Tracked, handle: RunHandle) -> SteeringReceipt | None:
+        """``_evaluate`` without its coroutine, for a command with nothing to await: no
+        checkpoint to look up, no store to write it to, a live run, a chain of inline checks
+        (most commands, with the default pipeline). Its policies' refusal, the queue's, or its
+        acceptance, as ``_evaluate`` would give them. None, having done nothing, for any
+        other: ``_evaluate`` takes it then. ``tests/steering/test_hot_path_equivalence.py``
+        keeps the two equal."""
+        cmd = tracked.cmd
+        if (
+            cmd.checkpoint_id is not None
+            or self.store is not None
+            or handle.info.status.finished
+            or tracked.state in _TERMINAL
+        ):
+            return None
+        # (most runs have no policies of their own: the pipeline's chain, with no call between)
+        chain = self._chain(handle) if handle.own_policies else self.pipeline.chain()
+        checks = chain.checks
+        if checks is None:
+            return None
+        refused = first_refusal(checks, cmd, self._context_for(tracked, handle))
+        if refused is not None:
+            reason, policy_id = refused
+            return self._rejected(tracked, reason or "rejected", policy_id)
+        # from here, as ``_accept`` with no store, for a live run
+        conflict = handle.inbox.conflict(cmd, tracked.key)
+        if conflict is not None:
+            return self._rejected(tracked, conflict, "queue")
+        self._accepted(tracked, handle, cmd, chain.accept_id, None)
+        self._put(tracked, handle)
+        return self._receipt(tracked, ReceiptStatus.ACCEPTED, None, chain.accept_id)
+
+    async def _evaluate(self, tracked: _Tracked, handle: RunHandle) -> SteeringReceipt:
+        cmd = tracked.cmd
+        ctx = self._context_for(tracked, handle)
         if cmd.checkpoint_id is not None:
             latest = ctx.latest_checkpoint_id = await handle.driver.latest_checkpoint_id()
             if latest is not None and cmd.checkpoint_id != latest:
                 ctx.checkpoint_known = await handle.driver.has_checkpoint(cmd.checkpoint_id)
-        run_policies = handle.own_policies
-        if run_policies:  # folded once per run (again only if either list changes)
-            chain = handle.policy_chain = self.pipeline.chain(run_policies, handle.policy_chain)
-        else:
-            chain = self.pipeline.chain()
+        chain = self._chain(handle)
         if chain.checks is not None:
             # Only inline checks (the default pipeline): what chain.decide would do, without
             # its coroutine or a Decision.
@@ -963,6 +1008,11 @@ class SteeringRouter:
         run_id = tracked.info.run_id if tracked.info else None
         if not await self._persist(tracked, _REJECTED, run_id):
             return await self._duplicate(tracked.key)
+        return self._rejected(tracked, reason, policy_id)
+
+    def _rejected(self, tracked: _Tracked, reason: str, policy_id: str | None) -> SteeringReceipt:
+        """Record ``tracked`` as rejected (logged already, if there is a log): its requested
+        and rejected events, and its receipt."""
         at = _clock.now()  # requested and rejected: one step, one moment
         self._announce(tracked, at)
         self._finish(tracked, _REJECTED, at=at, reason=reason, policy_id=policy_id)
