@@ -37,6 +37,8 @@ from typing import Annotated
 
 from pydantic import StringConstraints
 
+from tinyagents.protocol.text import encodes_as_utf8
+
 #: The longest id, in characters (``len``).
 MAX_ID_LENGTH = 256
 #: The characters an id may not hold that show as nothing or move the text around them: every
@@ -71,10 +73,6 @@ _SPOOFING = re.compile(rf"[{SPOOFING}]")
 _NOT_IN_A_NAME = re.compile(
     r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
 )
-#: A lone surrogate (a ``str`` holds a character past U+FFFF whole, so any surrogate in one is
-#: alone): text that is no UTF-8, as a file name or an environment variable decoded with
-#: ``surrogateescape`` may hold.
-_SURROGATE = re.compile("[\ud800-\udfff]")
 #: What an id problem says (the pattern would say only that it did not match).
 CONTROL_PROBLEM = (
     "holds a control character (U+0000-U+001F or U+007F-U+009F, NUL among them) or a line "
@@ -129,9 +127,11 @@ def name_problem(name: str) -> str | None:
             "control, which a log line, a terminal or a web page shows as no text (or breaks, "
             "or reorders)"
         )
-    if (found := _SURROGATE.search(name)) is not None:
+    if not encodes_as_utf8(name):
+        # (a str holds a character past U+FFFF whole: a surrogate in one is alone)
+        lone = next(c for c in name if "\ud800" <= c <= "\udfff")
         return (
-            f"it holds U+{ord(found.group()):04X}, a lone surrogate, which is no UTF-8 text: "
+            f"it holds U+{ord(lone):04X}, a lone surrogate, which is no UTF-8 text: "
             "no log line, store or steering header can carry it"
         )
     return None
